@@ -437,19 +437,29 @@ RERANK_PREFIX = "rerank--"
 
 def reranked_name(reranker: str, first: str) -> str:
     """The file-safe name of `first`'s run reranked by `reranker`: rerank--<reranker>--<first>
-    (make rerank MODEL=<reranker> FIRST_STAGE=<first>); `first` may itself be any model, a
-    fused or a reranked one."""
+    (make rerank MODEL=<reranker> FIRST_STAGE=<first>); `first` may be any model, a fused or
+    a reranked one, or a run imported under its own name."""
     entry = get_model(reranker)
     if entry.kind not in RERANKERS and entry.kind != ST_KIND:  # st:: its folder's, when read
         known = ", ".join(n for n, e in REGISTRY.items() if e.kind in RERANKERS)
         raise InputError(f"MODEL {reranker!r} is a {entry.kind} model, which reranks nothing: "
                          f"give one of {known}, or an st: folder of a CrossEncoder or a PyLate "
                          "model")
-    first_entry = get_model(first)
+    try:
+        first_entry = get_model(first)
+    except InputError:
+        if not _IMPORTED_RUN.fullmatch(first):
+            raise
+        return f"{RERANK_PREFIX}{entry.name}--{first}"  # a run imported under its own name
     if only_reranks(first_entry.kind):
         raise InputError(f"FIRST_STAGE={first}: a {family(first_entry)} has no run of its own "
                          "to rerank; give a model that searches the pool (bm25, a dense model)")
     return f"{RERANK_PREFIX}{entry.name}--{first_entry.name}"
+
+
+# a first stage no model has: a run imported under its own name (make import-run), which the
+# reranked run reads as any run (refused there when the pool has none); a file name's letters
+_IMPORTED_RUN = re.compile(r"[A-Za-z0-9][\w.-]*", re.ASCII)
 
 
 def only_reranks(kind: Kind) -> bool:

@@ -28,7 +28,7 @@ from pipeline.cli.variables import (
     roots_of,
 )
 from pipeline.core.errors import InputError
-from pipeline.models import fused_name, get_model, reranked_name
+from pipeline.models import fused_name, get_model, rerank_parts, reranked_name
 from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES, flag_of
 
 log = logging.getLogger(__name__)
@@ -182,11 +182,12 @@ def fuse(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
 
 
 def rerank(v: argparse.Namespace, d: dict[str, str]) -> list[Step]:
-    """FIRST_STAGE searched and scored (MODEL_PATH is the reranker's, not its), then its runs
-    reranked by MODEL (the model rerank--MODEL--FIRST_STAGE), scored."""
-    first = argparse.Namespace(**{**vars(v), "MODEL_PATH": ""})
-    return [*search_and_eval(first, get_model(v.FIRST_STAGE).name),
-            *search_and_eval(v, reranked_name(v.MODEL, v.FIRST_STAGE))]
+    """FIRST_STAGE searched (an imported run: nothing to search) and scored, MODEL_PATH being
+    the reranker's, not its; then its runs reranked by MODEL (the model
+    rerank--MODEL--FIRST_STAGE), scored."""
+    reranked = reranked_name(v.MODEL, v.FIRST_STAGE)
+    alone = argparse.Namespace(**{**vars(v), "MODEL_PATH": ""})
+    return [*search_and_eval(alone, rerank_parts(reranked)[1]), *search_and_eval(v, reranked)]
 
 
 def search_first(models: str, name: str, *first: tuple[str, str]) -> Stages:

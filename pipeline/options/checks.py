@@ -333,6 +333,17 @@ def scored_run(text: str) -> str:
     return model_run(text)
 
 
+def first_stage(text: str) -> str:
+    """make rerank's FIRST_STAGE: a model that searches or a run imported under its own name
+    (scored_run), not a perturbed-query run's (a reranked run takes full queries)."""
+    from pipeline.layout import VARIANT_SEP
+
+    if VARIANT_SEP in text:
+        raise InputError(f"{quoted(text)} is a run of perturbed queries ({VARIANT_SEP!r}): a "
+                         "reranked run takes full queries; give the model's name")
+    return scored_run(text)
+
+
 def scored_runs(text: str) -> str:
     """Runs' names separated by commas or spaces, each a scored_run (the text as given: the
     function splits it)."""

@@ -75,6 +75,7 @@ from pipeline.options.checks import (
     device,
     field_names,
     file_count,
+    first_stage,
     given_path,
     gpus_per_task,
     imported_name,
@@ -417,9 +418,9 @@ DECLARED: tuple[Variable, ...] = (
       "separated by commas (an hf: model's pooling: hf:<org>/<name>@cls)", "eval"),
     V("METHOD", "rrf", None, "make fuse: ranx's fusion method (rrf, wsum, sum, mnz, ...)",
       "eval"),
-    V("FIRST_STAGE", "bm25", model_name, "make rerank: the model whose run of each pool the "
-      "reranker MODEL scores again (bm25, a dense model, a fused one)", "eval",
-      one_word=True),
+    V("FIRST_STAGE", "bm25", first_stage, "make rerank: the model whose run of each pool the "
+      "reranker MODEL scores again (bm25, a dense model, a fused one, a run imported under "
+      "its own name)", "eval", one_word=True),
     # ---- mdcr
     V("MDCR", lambda v: f"{v['CORPUS']}-mdcr", corpus_name, "make mdcr: the benchmark corpus "
       "it writes", "mdcr", shown="CORPUS-mdcr", one_word=True),

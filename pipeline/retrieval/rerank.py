@@ -5,7 +5,8 @@ FIRST_STAGE=bm25` builds it; models.reranked_name); it is searched like any mode
 first stage's run of the same pool, and evaluated like any other run. The reranker is any model
 of a kind in models.RERANKERS: a cross-encoder or a decoder reranker (pipeline/encoding/
 cross.py) or a late-interaction model (MaxSim, pipeline/encoding/late.py); the first stage any
-model with a run of the pool (BM25, a dense model, a fused or a reranked one).
+model with a run of the pool (BM25, a dense model, a fused or a reranked one, a run imported
+under its own name).
 
 Each query's top RERANK_DEPTH (the first stage's ranks) is scored by the reranker and ordered
 by that score; below it, the first stage's order is kept, so the run is as deep as the first
@@ -24,7 +25,6 @@ from importlib import import_module
 import polars as pl
 
 from pipeline.core.errors import InputError, OptionError
-from pipeline.core.files import read_json
 from pipeline.corpus.files import corpus_file
 from pipeline.encoding.families import routed
 from pipeline.encoding.identity import model_identity
@@ -72,11 +72,11 @@ class Rerank(Retriever):
         run = load_run(place, pool, first)  # refuses a missing or stale run in one line
         paths = run_paths(place.runs_root, place.corpus, pool, first)
         query.read([paths.parquet])
-        first_k = int(read_json(paths.manifest).get("parameters", {}).get("k", 0))
+        first_k = int(run.group_by("query").len()["len"].max() or 0)
         if depth > first_k:
             raise OptionError("{RERANK_DEPTH=} is above the first stage's K: " + first +
-                              f"'s run of pool {pool} holds {first_k} per query; give one of "
-                              f"at most {first_k}, or search {first} with a larger K",
+                              f"'s run of pool {pool} holds at most {first_k} per query; give "
+                              f"one of at most {first_k}, or search {first} with a larger K",
                               {"RERANK_DEPTH": depth})
         ranked = run.sort(["query", "rank"]).with_columns(
             place=pl.int_range(pl.len()).over("query"))

@@ -82,7 +82,11 @@ def test_make_eval_of_a_sparse_folder_and_make_rerank_then_verify(corpus_dir, cr
                       "colbertv2, answerai-colbert-small, ms-marco-minilm"),
     (("MODEL=ms-marco-minilm", "FIRST_STAGE=ms-marco-minilm"),
      "error: FIRST_STAGE=ms-marco-minilm: a cross-encoder has no run of its own to rerank"),
-    (("MODEL=ms-marco-minilm", "FIRST_STAGE=nope"), "error: FIRST_STAGE: unknown MODEL 'nope'"),
+    (("MODEL=ms-marco-minilm", "FIRST_STAGE=bm25~title"),
+     "error: FIRST_STAGE: 'bm25~title' is a run of perturbed queries ('~'): a reranked run "
+     "takes full queries"),
+    (("MODEL=ms-marco-minilm", "FIRST_STAGE=no/such"), "error: FIRST_STAGE: 'no/such': a model "
+                                                       "name is"),
     (("MODEL=ms-marco-minilm", "RERANK_DEPTH=0"), "error: RERANK_DEPTH: 0 is too small"),
     (("MODEL=st:local/x", "MODEL_PATH={tiny_bert}"),
      "error: MODEL st:local/x: its folder {tiny_bert} is a st model's, which reranks nothing"),

@@ -161,3 +161,25 @@ def test_what_cannot_be_reranked_is_refused_in_one_line(reranked, corpus_dir, cr
         ("st--org--x", "fuse--rrf--bm25--minilm")
     queries, _, _ = load_pool(corpus_dir, POOL)
     assert queries.height > 4
+
+
+def test_a_run_imported_under_its_own_name_is_reranked_as_a_searched_one(
+        reranked, corpus_dir, cross_folder, tmp_path):
+    """BM25's run written as TREC and imported as `mine` (make import-run): its rerank holds
+    the same rows as BM25's rerank, and a depth beyond its lists is refused."""
+    data = reranked[0]
+    first = run_of(data, corpus_dir.name, "bm25")
+    trec = tmp_path / "mine.trec"
+    trec.write_text("".join(f"{q} Q0 {d} {r} {s} x\n" for q, d, r, s in
+                            first.select("query", "doc", "rank", "score").iter_rows()))
+    pipeline.import_run(data, corpus_dir.name, POOL, trec, "mine")
+    name = reranked_name(RERANKER, "mine")
+    assert name == "rerank--st--local--ce--mine"
+    pipeline.search(data, corpus_dir.name, POOL, name, k=K, threads=1,
+                    model_path=cross_folder, rerank_depth=DEPTH)
+    mine, theirs = (run_of(data, corpus_dir.name, n).sort("query", "rank")
+                    for n in (name, RERANKED))
+    assert mine.select("query", "doc").equals(theirs.select("query", "doc"))
+    np.testing.assert_allclose(mine["score"].to_numpy(), theirs["score"].to_numpy(), atol=1e-5)
+    with pytest.raises(InputError, match="unknown MODEL 'no/such'"):
+        reranked_name(RERANKER, "no/such")
