@@ -33,6 +33,7 @@ BM25_ENGINES, BM25_ENGINE = ("lucene", "arrays"), "arrays"
 SPARSE_ENGINES, SPARSE_ENGINE = ("arrays", "lucene"), "arrays"
 BACKENDS, BACKEND = ("auto", "faiss-cpu", "faiss-gpu", "torch-cuda", "torch-cpu"), "auto"
 GPU_BACKENDS = ("faiss-gpu", "torch-cuda")  # those checked before a search (exact.check_backend)
+RERANK_DEPTH = 100  # a first stage's candidates per query a reranker scores (retrieval/rerank.py)
 FOS_SOURCES = ("external", "s2-fos-model")  # which S2AG field labels count
 
 

@@ -30,6 +30,7 @@ from pipeline.glossary import (
     BM25_ENGINES,
     CITATION_MODES,
     FOS_SOURCES,
+    RERANK_DEPTH,
     SHARED_PAIRS,
     SPARSE_ENGINE,
     SPARSE_ENGINES,
@@ -393,8 +394,9 @@ DECLARED: tuple[Variable, ...] = (
     V("SPARSE_QUANTIZE", "0", choice(FLAG), "1: learned sparse weights as pyserini's integer "
       "impacts (weight x 100, rounded) on both sides, as Lucene indexes them", "search",
       one_word=True, stages=("index", "search"), changes_run=True),
-    V("RERANK_DEPTH", 100, depth, "make rerank: the first stage's candidates per query the "
-      "reranker scores (at most that run's K); below it the first stage's order is kept",
+    V("RERANK_DEPTH", RERANK_DEPTH, depth, "make rerank: the first stage's candidates per "
+      "query the reranker scores (at most that run's K); below it the first stage's order is "
+      "kept",
       "search", one_word=True, stages=("index", "search"), changes_run=True, type=int),
     V("BACKEND", BACKEND, choice(BACKENDS), "the dense search backend: auto, faiss-cpu, "
       "faiss-gpu, torch-cuda or torch-cpu", "search", one_word=True, stages=("search",),

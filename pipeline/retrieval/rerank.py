@@ -28,6 +28,7 @@ from pipeline.core.errors import InputError, OptionError
 from pipeline.corpus.files import corpus_file
 from pipeline.encoding.families import routed
 from pipeline.encoding.identity import model_identity
+from pipeline.glossary import RERANK_DEPTH
 from pipeline.layout import PREFILTERED, model_digests_path, run_paths
 from pipeline.models import RERANKERS, ModelEntry, get_model, rerank_parts
 from pipeline.pools.queries import query_texts
@@ -36,7 +37,6 @@ from pipeline.retrieval.runs import RERANKER_IDENTITY, RERANKER_PATH, load_run
 
 log = logging.getLogger(__name__)
 
-RERANK_DEPTH = 100  # the first stage's candidates per query a reranker scores (RERANK_DEPTH)
 
 
 def scorer(entry: ModelEntry, model_path: str | None):
