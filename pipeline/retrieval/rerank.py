@@ -38,7 +38,6 @@ from pipeline.retrieval.runs import RERANKER_IDENTITY, RERANKER_PATH, load_run
 log = logging.getLogger(__name__)
 
 
-
 def scorer(entry: ModelEntry, model_path: str | None):
     """The reranker `entry` loaded as its kind's scorer (models.RERANKERS)."""
     module, _, name = RERANKERS[entry.kind].partition(":")
@@ -53,7 +52,8 @@ def reranker_of(name: str, model_path: str | None) -> tuple[ModelEntry, str]:
     entry = routed(get_model(reranker), model_path)
     if entry.kind not in RERANKERS:
         raise InputError(f"MODEL {reranker} is a {entry.kind} model on its folder, which "
-                         "reranks nothing: give a CrossEncoder or a PyLate folder")
+                         "reranks nothing: give a CrossEncoder, a decoder reranker's or a PyLate "
+                         "folder")
     return entry, first
 
 
