@@ -15,6 +15,7 @@ is refused in one line. Decoder rerankers: DecoderScorer below.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,20 @@ log = logging.getLogger(__name__)
 CROSS_BATCH = 32  # pairs per forward pass: CrossEncoder.predict's default
 
 
+def loaded(entry: ModelEntry, model_path: str | Path | None,
+           load: Callable[[str, bool], None]) -> None:
+    """`load(source, offline)` of `entry`'s weights (MODEL_PATH, else its hub id) after the
+    family check (check_source), a loader's failure one line naming the model and the fix."""
+    source = model_source(entry, model_path)
+    offline = hub_offline(source, entry)
+    try:
+        check_source(entry, source, offline)
+        load(source, offline)
+    except LOAD_ERRORS as exc:
+        raise InputError(f"cannot load MODEL {entry.name} from {source} "
+                         f"({first_line(exc)}): {load_advice(exc, source)}") from None
+
+
 class CrossScorer:
     """A CrossEncoder folder, loaded once; `score` gives each pair's relevance score."""
 
@@ -50,15 +65,12 @@ class CrossScorer:
             raise InputError(ST_SETUP) from None
         self.entry, self.batch_size = entry, batch_size
         self.device = pick_device(device)
-        source = model_source(entry, model_path)
-        offline = hub_offline(source, entry)
         dtype = model_dtype(entry, self.device)
-        try:
-            check_source(entry, source, offline)
+
+        def load(source: str, offline: bool) -> None:
             self.model = CrossEncoder(source, device=str(self.device), local_files_only=offline)
-        except LOAD_ERRORS as exc:
-            raise InputError(f"cannot load MODEL {entry.name} from {source} "
-                             f"({first_line(exc)}): {load_advice(exc, source)}") from None
+
+        loaded(entry, model_path, load)
         if self.model.num_labels != 1:
             raise InputError(f"MODEL {entry.name}: its CrossEncoder has {self.model.num_labels} "
                              "labels, a classifier of classes; a reranker gives one score per "
@@ -118,18 +130,15 @@ class DecoderScorer:
 
         self.entry, self.batch_size = entry, batch_size
         self.device = pick_device(device)
-        source = model_source(entry, model_path)
-        offline = hub_offline(source, entry)
         dtype = model_dtype(entry, self.device)
-        try:
-            check_source(entry, source, offline)
+
+        def load(source: str, offline: bool) -> None:
             self.tokenizer = AutoTokenizer.from_pretrained(source, padding_side="left",
                                                            local_files_only=offline)
             self.model = AutoModelForCausalLM.from_pretrained(
                 source, dtype=dtype, local_files_only=offline).to(self.device).eval()
-        except LOAD_ERRORS as exc:
-            raise InputError(f"cannot load MODEL {entry.name} from {source} "
-                             f"({first_line(exc)}): {load_advice(exc, source)}") from None
+
+        loaded(entry, model_path, load)
         tokenizer = self.tokenizer
         self.yes, self.no = (tokenizer.convert_tokens_to_ids(word) for word in ("yes", "no"))
         if tokenizer.unk_token_id in (self.yes, self.no) or None in (self.yes, self.no):

@@ -26,11 +26,10 @@ from pipeline.encoding.embed import embed
 from pipeline.encoding.query_vectors import encode_texts, query_cache
 from pipeline.encoding.store import not_stored, store_parts
 from pipeline.glossary import BACKEND
-from pipeline.layout import MANIFEST, PREFILTERED, Place, store_dir
+from pipeline.layout import MANIFEST, Place, store_dir
 from pipeline.models import ModelEntry
-from pipeline.pools.queries import query_texts
 from pipeline.retrieval.base import Query, Retriever
-from pipeline.retrieval.dense.retriever import maxsim_hits, store_files
+from pipeline.retrieval.dense.retriever import encoded_query_texts, maxsim_hits, store_files
 
 log = logging.getLogger(__name__)
 
@@ -106,10 +105,7 @@ class LateInteraction(Retriever):
         place, entry, options = query.place, query.entry, query.options
         query.read(store_files(place, entry, options["model_path"]))
         store = store_dir(place.index_root, place.corpus, entry.name)
-        texts = query.texts
-        if texts is None:
-            texts = query_texts(place.corpus_dir, query.queries)
-            query.read([place.corpus_dir / PREFILTERED])
+        texts = encoded_query_texts(query)
         from pipeline.encoding.late import TokenVectors
 
         array = encode_texts(store, entry, texts, options["model_path"])

@@ -44,6 +44,17 @@ def store_files(place: Place, entry: ModelEntry, model_path: str | None = None) 
     return [store / part["file"] for part in store_parts(store)]
 
 
+def encoded_query_texts(query: Query) -> pl.DataFrame:
+    """The texts of `query`'s queries that a model encoding queries in their own form reads:
+    a collection's or a variant's as given, else the query papers' own (the corpus's
+    prefiltered file, recorded as read)."""
+    if query.texts is not None:
+        return query.texts
+    texts = query_texts(query.place.corpus_dir, query.queries)
+    query.read([query.place.corpus_dir / PREFILTERED])
+    return texts
+
+
 def facet_vectors(store: Path, papers: np.ndarray, sentences: list[list[int]]
                   ) -> tuple[np.ndarray, np.ndarray, int]:
     """Query vectors that are some sentences of stored papers (CSFCube's facet queries, as
@@ -154,8 +165,7 @@ class Dense(Retriever):
         doc_ids = query.candidates["corpusid"].to_numpy()
         texts = query.texts
         if texts is None and entry.query_form is not None:  # E5, a prompt: queries' own form
-            texts = query_texts(query.place.corpus_dir, query.queries)
-            query.read([query.place.corpus_dir / PREFILTERED])
+            texts = encoded_query_texts(query)
         if texts is None:
             query_ids = query.queries["corpusid"].to_numpy()
             # one pass over the parts; a float16 store stays float16 (chunks are made float32)

@@ -29,7 +29,6 @@ from pipeline.glossary import SPARSE_ENGINE, SPARSE_ENGINES
 from pipeline.layout import (
     MANIFEST,
     POOL_CANDIDATES,
-    PREFILTERED,
     Place,
     impact_index_dir,
     pool_dir,
@@ -38,9 +37,8 @@ from pipeline.layout import (
 )
 from pipeline.models import ModelEntry
 from pipeline.pools.build import load_pool
-from pipeline.pools.queries import query_texts
 from pipeline.retrieval.base import Query, Retriever
-from pipeline.retrieval.dense.retriever import store_files
+from pipeline.retrieval.dense.retriever import encoded_query_texts, store_files
 
 
 def quantise(options: dict) -> bool:
@@ -123,10 +121,7 @@ class Sparse(Retriever):
         place, entry, options = query.place, query.entry, query.options
         query.read(store_files(place, entry, options["model_path"]))
         store = store_dir(place.index_root, place.corpus, entry.name)
-        texts = query.texts
-        if texts is None:
-            texts = query_texts(place.corpus_dir, query.queries)
-            query.read([place.corpus_dir / PREFILTERED])
+        texts = encoded_query_texts(query)
         dim = store_dim(store)
         array = encode_texts(store, entry, texts, options["model_path"])
         query.read([query_cache(store, entry, texts)])
