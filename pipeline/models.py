@@ -139,6 +139,7 @@ KIND_FAMILIES: dict[Kind, str] = {
     "object": "dense", "multi-vector": "multi-vector", "vectors": "imported", "fusion": "fusion",
     "sparse": "learned sparse", "late-interaction": "late interaction",
     "reranker": "cross-encoder", "decoder-reranker": "decoder reranker", "rerank": "reranked",
+    "served-reranker": "served reranker",
 }
 
 # The kinds that score a first stage's candidates again (make rerank, pipeline/retrieval/
@@ -148,6 +149,7 @@ RERANKERS: dict[Kind, str] = {
     "reranker": "pipeline.encoding.cross:CrossScorer",
     "decoder-reranker": "pipeline.encoding.cross:DecoderScorer",  # Qwen3-Reranker's way
     "late-interaction": "pipeline.encoding.late:LateScorer",
+    "served-reranker": "pipeline.encoding.served_rerank:ServedScorer",  # a /rerank endpoint
 }
 
 
@@ -274,11 +276,20 @@ def hf_model(spec: str) -> ModelEntry:
 
 
 # ---- served models: MODEL=api:<model>, embedded by an OpenAI-compatible /v1/embeddings
-# endpoint (pipeline/encoding/served.py). The endpoint and its request settings come from
-# the environment, where make passes its variables (declared in pipeline/options/declared.py);
-# the key (API_KEY) is read only when a request is sent, never kept in the entry.
+# endpoint (pipeline/encoding/served.py), and MODEL=rerank-api:<model>, a reranker served at a
+# /rerank endpoint (pipeline/encoding/served_rerank.py). The endpoint and its request settings
+# come from the environment, where make passes its variables (declared in
+# pipeline/options/declared.py); the key (API_KEY) is read only when a request is sent, never
+# kept in the entry.
 API_PREFIX, API_FILE_PREFIX, API_KIND = "api:", "api--", "api"
 API_URL, API_BATCH, API_CONCURRENCY = "EMBEDDINGS_URL", "EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY"
+# a served reranker's file name always has its org part (NO_ORG where its name has none), so
+# that a reranked run's name splits back into its two stages (rerank_parts)
+RERANK_API_PREFIX, RERANK_API_FILE_PREFIX = "rerank-api:", "rerank-api--"
+RERANK_API_KIND, RERANK_URL, NO_ORG = "served-reranker", "RERANK_URL", "_"
+# each served kind's URL variable, and the example its refusals give
+SERVED_URLS = {API_KIND: (API_URL, "http://127.0.0.1:8000/v1/embeddings"),
+               RERANK_API_KIND: (RERANK_URL, "http://127.0.0.1:7997/rerank")}
 API_KEY = "OPENAI_API_KEY"  # the variable every OpenAI-compatible client reads its key from
 API_DEFAULTS = {API_BATCH: 32, API_CONCURRENCY: 4}  # inputs per request; requests at once
 API_LIMITS = {API_BATCH: 2048, API_CONCURRENCY: 64}  # OpenAI's inputs per request; a bound
@@ -345,26 +356,36 @@ def request_setting(variable: str, value: str) -> int:
 
 def served_model(spec: str, environ: Mapping[str, str] | None = None) -> ServedModel:
     """The model `api:<model>` (or its file-safe name `api--<org>--<name>`) of the endpoint
-    EMBEDDINGS_URL, requested EMBEDDINGS_BATCH inputs at a time, EMBEDDINGS_CONCURRENCY
-    requests at once (from `environ`, default the process's). Without EMBEDDINGS_URL its
-    endpoint is empty: the name is known, but nothing can be embedded (ServedEncoder)."""
+    EMBEDDINGS_URL, or the reranker `rerank-api:<model>` (`rerank-api--<org>--<name>`, org
+    NO_ORG for a name without one) of RERANK_URL, requested EMBEDDINGS_BATCH inputs at a
+    time, EMBEDDINGS_CONCURRENCY requests at once (from `environ`, default the process's).
+    Without its URL its endpoint is empty: the name is known, but nothing can be sent."""
     environ = os.environ if environ is None else environ
-    if spec.startswith(API_FILE_PREFIX):
-        model = spec[len(API_FILE_PREFIX):].replace("--", "/", 1)
+    reranker = spec.startswith((RERANK_API_PREFIX, RERANK_API_FILE_PREFIX))
+    prefix, file_prefix, kind = ((RERANK_API_PREFIX, RERANK_API_FILE_PREFIX, RERANK_API_KIND)
+                                 if reranker else (API_PREFIX, API_FILE_PREFIX, API_KIND))
+    if spec.startswith(file_prefix):
+        model = spec[len(file_prefix):].replace("--", "/", 1)
+        if reranker:
+            model = model.removeprefix(f"{NO_ORG}/")
     else:
-        model = spec[len(API_PREFIX):]
+        model = spec[len(prefix):]
     if not _HF_ID.fullmatch(model) or "--" in model:
-        raise InputError(f"MODEL {spec!r}: write a served model as api:<name> or "
-                         "api:<org>/<name>, as its endpoint names it (letters A-Z or a-z, digits "
-                         "0-9, '.', '_', '-'; no '--')")
+        raise InputError(f"MODEL {spec!r}: write a served model as {prefix}<name> or "
+                         f"{prefix}<org>/<name>, as its endpoint names it (letters A-Z or a-z, "
+                         "digits 0-9, '.', '_', '-'; no '--')")
     sizes = {variable: request_setting(variable, environ.get(variable) or str(default))
              for variable, default in API_DEFAULTS.items()}
-    url = environ.get(API_URL, "")
-    return ServedModel(API_FILE_PREFIX + model.replace("/", "--"), API_KIND, model,
+    variable, example = SERVED_URLS[kind]
+    url = environ.get(variable, "")
+    file_name = model if not reranker or "/" in model else f"{NO_ORG}/{model}"
+    notes = ("served at a /rerank endpoint (MODEL=rerank-api:<model>)" if reranker else
+             "served by an OpenAI-compatible endpoint (MODEL=api:<model>)")
+    return ServedModel(file_prefix + file_name.replace("/", "--"), kind, model,
                        similarity="cosine", join="space", max_length=0,
-                       endpoint=endpoint_url(url) if url else "",
+                       endpoint=endpoint_url(url, variable, example) if url else "",
                        batch_size=sizes[API_BATCH], concurrency=sizes[API_CONCURRENCY],
-                       notes="served by an OpenAI-compatible endpoint (MODEL=api:<model>)")
+                       notes=notes)
 
 
 ST_PREFIX, ST_FILE_PREFIX = "st:", "st--"  # st--<org>--<name>
@@ -443,8 +464,8 @@ def reranked_name(reranker: str, first: str) -> str:
     if entry.kind not in RERANKERS and entry.kind != ST_KIND:  # st:: its folder's, when read
         known = ", ".join(n for n, e in REGISTRY.items() if e.kind in RERANKERS)
         raise InputError(f"MODEL {reranker!r} is a {entry.kind} model, which reranks nothing: "
-                         f"give one of {known}, or an st: folder of a CrossEncoder or a PyLate "
-                         "model")
+                         f"give one of {known}, an st: folder of a CrossEncoder or a PyLate "
+                         "model, or rerank-api:<model> (a /rerank endpoint at RERANK_URL)")
     try:
         first_entry = get_model(first)
     except InputError:
@@ -493,7 +514,8 @@ def rerank_parts(name: str) -> tuple[str, str]:
 # The model names made of several `--` parts: their first part, and how many parts they have
 MULTIPART_NAMES = {HF_FILE_PREFIX.removesuffix("--"): 4,  # hf--org--name--pooling
                    ST_FILE_PREFIX.removesuffix("--"): 3,  # st--org--name
-                   VECTORS_FILE_PREFIX.removesuffix("--"): 2}  # vectors--name
+                   VECTORS_FILE_PREFIX.removesuffix("--"): 2,  # vectors--name
+                   RERANK_API_FILE_PREFIX.removesuffix("--"): 3}  # rerank-api--org--name
 
 
 def fusion_parts(name: str) -> tuple[str, list[str]]:
@@ -524,7 +546,7 @@ def with_precision(entry: ModelEntry, precision: str) -> ModelEntry:
     if entry.precision != "fp32":
         raise InputError(f"MODEL {entry.name} already names its precision: give the model "
                          f"without {PRECISION_SEP}{entry.precision}, or PRECISION=fp32")
-    if entry.kind == API_KIND:
+    if isinstance(entry, ServedModel):
         raise InputError(f"PRECISION={precision}: {entry.name} is served, in the precision "
                          "its endpoint runs it: leave PRECISION out")
     if not entry.embedded:
@@ -627,7 +649,7 @@ def get_model(name: str) -> ModelEntry:
         return st_model(name)
     if name.startswith((VECTORS_PREFIX, VECTORS_FILE_PREFIX)):
         return vectors_model(name)
-    if name.startswith((API_PREFIX, API_FILE_PREFIX)):
+    if name.startswith((API_PREFIX, API_FILE_PREFIX, RERANK_API_PREFIX, RERANK_API_FILE_PREFIX)):
         return served_model(name)
     if name.startswith(FUSION_PREFIX):
         method, models = fusion_parts(name)
@@ -644,6 +666,7 @@ def get_model(name: str) -> ModelEntry:
         raise InputError(
             f"unknown MODEL {name!r}: use one of {', '.join(REGISTRY)}, or hf:<org>/<name> "
             "with POOLING=cls|mean|lasttoken, st:<org>/<name> (sentence-transformers), "
-            "vectors:<name> (make import-vectors), or api:<model> (with EMBEDDINGS_URL); "
+            "vectors:<name> (make import-vectors), api:<model> (with EMBEDDINGS_URL) or "
+            "rerank-api:<model> (with RERANK_URL); "
             "PRECISION=bf16 (or <name>+bf16) for another precision"
         ) from None

@@ -1,16 +1,20 @@
 """A local OpenAI-compatible server on 127.0.0.1 with scripted faults, for the clients that
-share core/http.bounded_request: /v1/embeddings (tests/encoding/test_served.py) and
-/v1/chat/completions (tests/judging/test_assessor.py)."""
+share core/http.bounded_request: /v1/embeddings (tests/encoding/test_served.py),
+/v1/chat/completions (tests/judging/test_assessor.py), and /v1/rerank in Cohere's protocol and
+/rerank in text-embeddings-inference's (tests/encoding/test_served_rerank.py)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +24,7 @@ URL_SECRET = "pw-0123456789-never-shown"  # the password and token of the redire
 VALUES = {"true": True, "string": "0.5", "null": None, "nested": [0.5], "1e39": 1e39,
           "nan": float("nan")}
 EMBEDDINGS, CHAT = "/v1/embeddings", "/v1/chat/completions"
+RERANK, TEI_RERANK = "/v1/rerank", "/rerank"  # Cohere's form (results[]), TEI's (a list)
 
 
 class LocalServer(ThreadingHTTPServer):
@@ -41,14 +46,18 @@ class LocalServer(ThreadingHTTPServer):
     in reverse order, indices kept), base64 (embeddings as strings), a VALUES name (every
     number that value), huge (`huge_size` bytes of numbers, chunked, without Content-Length).
     Chat: garbage (a reply that is no grade), echo (one that repeats the Authorization header),
-    nochoices. `url` is the server's address followed by `path`."""
+    nochoices. Rerank (scores by `rank(query, documents)`): short (the last score left out),
+    twice (index 0 given twice), reverse (the results in reverse order, indices kept), a
+    VALUES name (every score that value). `url` is the server's address followed by `path`."""
 
     daemon_threads = True
 
     def __init__(self, name: str, encode: Callable[[list[str]], np.ndarray] | None = None,
-                 answer: Callable[[dict], str] | None = None, path: str = "") -> None:
+                 answer: Callable[[dict], str] | None = None, path: str = "",
+                 rank: Callable[[str, list[str]], np.ndarray] | None = None) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
         self.name, self.encode, self.answer, self.path = name, encode, answer, path
+        self.rank = rank
         self.lock = threading.Lock()
         self.bodies: list[dict[str, Any]] = []
         self.paths: list[str] = []
@@ -158,14 +167,43 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, f"<html>not an API: {'x' * server.pad}{said}</html>")
         if fault in ("trickle", "trickleheaders"):
             return self._trickle(fault == "trickleheaders")
-        if self.path not in (EMBEDDINGS, CHAT):
+        if self.path not in (EMBEDDINGS, CHAT, RERANK, TEI_RERANK):
             return self._send(404, {"error": {"message": f"no route {self.path}"}})
+        if self.path == TEI_RERANK:  # TEI serves one model, whatever the request names
+            return self._rerank(body, fault, "texts")
         if body.get("model") != server.name:
             return self._send(404, {"error": {"message": f"The model `{body.get('model')}` "
                                                          "does not exist."}})
         if self.path == EMBEDDINGS:
             return self._embeddings(body, fault)
+        if self.path == RERANK:
+            return self._rerank(body, fault, "documents")
         return self._chat(body, fault)
+
+    def _rerank(self, body: dict, fault: str, field: str) -> None:
+        """Each of the request's `field` scored for its query: Cohere's reply (results[] of
+        {index, relevance_score}, best first) on RERANK, TEI's (a list of {index, score}) on
+        TEI_RERANK; a request without the field a 422, as FastAPI and TEI answer."""
+        server = self.server
+        if not isinstance(body.get(field), list) or server.rank is None:
+            return self._send(422, {"error": f"missing field `{field}`"})
+        with server.lock:  # one model, one request at a time
+            scores = [float(x) for x in server.rank(body["query"], body[field])]
+        name = "relevance_score" if field == "documents" else "score"
+        results = sorted(({"index": i, name: x} for i, x in enumerate(scores)),
+                         key=lambda item: -item[name])
+        if fault == "short":
+            results = [item for item in results if item["index"] != len(scores) - 1]
+        if fault == "twice":
+            results = [item for item in results if item["index"] != 1] + \
+                [item for item in results if item["index"] == 0]
+        if fault == "reverse":
+            results = results[::-1]
+        if fault in VALUES:
+            for item in results:
+                item[name] = VALUES[fault]
+        self._send(200, {"id": "r-1", "results": results, "meta": {}}
+                   if field == "documents" else results)
 
     def _embeddings(self, body: dict, fault: str) -> None:
         server = self.server
@@ -328,3 +366,42 @@ class RawServer:
                 self.heads.append(head)
                 connection.sendall(self.reply(head))
                 connection.shutdown(socket.SHUT_WR)
+
+
+def closed_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (bound, then let go)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def infinity(folder: Path | str, name: str) -> Iterator[str]:
+    """infinity-emb (in its own environment: tests/conftest.install_infinity) serving the
+    model `folder` as `name`, offline on 127.0.0.1 with the torch engine on the CPU: the
+    server's address, once it answers; ended after."""
+    import urllib.request
+
+    from tests.conftest import install_infinity
+
+    program = install_infinity() / "bin" / "infinity_emb"
+    port = closed_port()
+    server = subprocess.Popen(
+        [str(program), "v2", "--model-id", str(folder), "--served-model-name", name,
+         "--host", "127.0.0.1", "--port", str(port), "--engine", "torch", "--device", "cpu",
+         "--no-model-warmup"],  # its warm-up batches: 7 to 8 CPU-s of a start of 11
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"})
+    try:
+        for _ in range(360):  # its start: torch and the weights loaded
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/models", timeout=2)
+                break
+            except OSError:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    server.wait(0.5)
+                    raise AssertionError("infinity_emb v2 ended at its start") from None
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(60)

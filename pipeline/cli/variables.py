@@ -66,7 +66,8 @@ def refuse_unsafe(environ: Mapping[str, str], names: list[str]) -> None:
 
 
 def checked_value(var: Variable, text: str) -> object:
-    """`text` as `var`'s check reads it (optional: empty is None); InputError naming it."""
+    """`text` as `var`'s check reads it (optional: empty is None); InputError naming it
+    (once: a check whose line begins `NAME=` names it already)."""
     if var.optional and text == "":
         return None
     if var.check is None or var.with_goals:  # with_goals: RULES check it (MODEL)
@@ -74,7 +75,9 @@ def checked_value(var: Variable, text: str) -> object:
     try:
         return var.check(text)
     except InputError as exc:
-        raise InputError(f"{var.name}: {exc}") from None
+        said = str(exc)
+        raise InputError(said if said.startswith(f"{var.name}=") else f"{var.name}: {said}"
+                         ) from None
 
 
 def make_command_line(makeflags: str) -> tuple[str, dict[str, str]]:

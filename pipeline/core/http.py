@@ -531,6 +531,20 @@ def said(data: bytes, key: Secrets) -> str:
     return redacted(message or text, key, SAID) or "nothing said"
 
 
+def json_reply(data: bytes, key: Secrets, fits: Callable[[Any], bool], wrong: str,
+               repair: str) -> Any:
+    """The reply's JSON value when `fits(value)`; else one line: `wrong` (what the reply is
+    not), what it begins with (`said`: the key hidden) and the `repair`. The one reading of
+    an API's JSON answer (served embeddings and rerankings, the judge's chat)."""
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        reply = None
+    if reply is None or not fits(reply):
+        raise InputError(f"{wrong} (it says: {said(data, key)}): {repair}")
+    return reply
+
+
 def _message(reply: dict) -> str | None:
     """The message of a JSON error: OpenAI's and vLLM's error.message, TEI's error, older
     vLLM's message, FastAPI's detail (not a string: as JSON)."""

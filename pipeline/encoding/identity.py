@@ -16,8 +16,10 @@ folder once and ends. A hub model adds its revision (the snapshot's commit hash:
 some of its files, one from the hub adds its id, revision and folder digest. A hub model or
 hub adapter not in the cache yet has no identity until it is loaded (downloaded): unknown,
 not changed.
-Served models (api:) are identified by their endpoint (served.py), objects by their
-fingerprint (objects.py), imported vectors by their source file (vectors.py): none here.
+Served embedders (api:) are identified by their endpoint (served.py), objects by their
+fingerprint (objects.py), imported vectors by their source file (vectors.py): none here. A
+served reranker (rerank-api:) is its endpoint and the model name it is served under, the
+identity a reranked run records (retrieval/rerank.py).
 
 Each file's sha256 is kept by (size, mtime_ns, ctime_ns, inode) in one stat cache per index
 root (`layout.model_digests_path`), as git's index does, so an unchanged 420 MB checkpoint is
@@ -38,9 +40,11 @@ from pathlib import Path
 from pipeline.core.atomic import atomic_path
 from pipeline.core.checksums import sha256_file
 from pipeline.core.errors import InputError, OptionError
+from pipeline.core.http import endpoint_identity
 from pipeline.core.locks import file_lock
+from pipeline.core.secrets import shown_url
 from pipeline.layout import ADAPTER_CONFIG, HF_CONFIG, MODEL_DOCUMENTATION
-from pipeline.models import ENCODERS, RERANKERS, ModelEntry
+from pipeline.models import ENCODERS, RERANK_API_KIND, RERANKERS, ModelEntry, ServedModel
 
 # The kinds whose weights are files (models.EncoderKind.files), and the rerankers' (a
 # cross-encoder embeds nothing)
@@ -222,6 +226,9 @@ def model_identity(entry: ModelEntry, model_path: str | Path | None = None, *,
     its own (an object, a served model, imported vectors, BM25) or a hub model, or its hub
     adapter, not in the cache yet (known once it is loaded). `save`: write what was hashed
     into the cache (not for `make verify`, which writes nothing)."""
+    if entry.kind == RERANK_API_KIND:  # no folder: the endpoint and the name it serves
+        return {"endpoint": endpoint_identity(entry.endpoint), "model": entry.hf_id} \
+            if isinstance(entry, ServedModel) and entry.endpoint else {}
     if entry.kind not in FOLDER_KINDS:
         return {}
     folder, revision = weights_folder(entry, model_path)
@@ -258,6 +265,11 @@ def identity_change(made: dict, now: dict) -> str | None:
             shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more"
                                                if len(changed) > 5 else "")
             said.append(f"files changed: {shown}")
+    if made.get("endpoint") != now.get("endpoint"):  # a served reranker's
+        said.append(f"endpoint {shown_url(str(made.get('endpoint')))} -> "
+                    f"{shown_url(str(now.get('endpoint')))}")
+    if made.get("model") != now.get("model"):
+        said.append(f"served model {made.get('model')} -> {now.get('model')}")
     if made.get("revision") != now.get("revision"):
         said.append(f"revision {str(made.get('revision'))[:12]} -> "
                     f"{str(now.get('revision'))[:12]}")

@@ -44,12 +44,20 @@ from pipeline.core.http import (
     connection_pool,
     each_at_once,
     endpoint_identity,
-    said,
+    json_reply,
 )
 from pipeline.core.logs import Progress
 from pipeline.core.secrets import shown_url
 from pipeline.encoding.objects import ObjectEncoder
-from pipeline.models import API_KEY, API_KIND, API_URL, ModelEntry, ServedModel, api_key
+from pipeline.models import (
+    API_KEY,
+    API_KIND,
+    API_URL,
+    SERVED_URLS,
+    ModelEntry,
+    ServedModel,
+    api_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -142,17 +150,12 @@ class EmbeddingsClient:
         return self._json(data)
 
     def _json(self, data: bytes) -> dict:
-        """The reply as JSON with data[]; anything else one line showing how it begins
-        (core/http.said: the key hidden)."""
-        try:
-            reply = json.loads(data)
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict) or not isinstance(reply.get("data"), list):
-            raise InputError(f"{self.where()}: its reply is not an embeddings list (JSON with "
-                             f"data[]; it says: {said(data, self.key)}): give {API_URL} the "
-                             "embeddings URL of an OpenAI-compatible server")
-        return reply
+        """The reply as JSON with data[] (core/http.json_reply)."""
+        return json_reply(data, self.key, lambda reply: isinstance(reply, dict) and
+                          isinstance(reply.get("data"), list),
+                          f"{self.where()}: its reply is not an embeddings list (JSON with "
+                          "data[])", f"give {API_URL} the embeddings URL of an "
+                          "OpenAI-compatible server")
 
     def _vectors(self, reply: dict, n: int) -> np.ndarray:
         """The reply's embeddings placed by their `index`: each of 0..n-1 exactly once, of
@@ -202,13 +205,15 @@ class EmbeddingsClient:
 
 
 def served_entry(entry: ModelEntry) -> ServedModel:
-    """`entry` if it is a served model with its endpoint, else one line saying what to give."""
+    """`entry` if it is a served model with its endpoint, else one line saying what to give
+    (its kind's URL variable: models.SERVED_URLS)."""
     if not isinstance(entry, ServedModel):
         raise InputError(f"MODEL {entry.name} is a {entry.kind} model, not a served one "
                          "(api:<model>)")
     if not entry.endpoint:
-        raise InputError(f"MODEL {entry.name} is served: give {API_URL}, its endpoint's URL "
-                         "(e.g. http://127.0.0.1:8000/v1/embeddings)")
+        variable, example = SERVED_URLS[entry.kind]
+        raise InputError(f"MODEL {entry.name} is served: give {variable}, its endpoint's URL "
+                         f"(e.g. {example})")
     return entry
 
 

@@ -32,6 +32,7 @@ from pipeline.core.http import (
     bounded_request,
     connection_pool,
     endpoint_identity,
+    json_reply,
     said,
 )
 from pipeline.core.secrets import redacted, shown_url
@@ -137,14 +138,8 @@ class ChatClient:
         return data
 
     def _json(self, data: bytes) -> dict:
-        """The reply as a JSON object; anything else one line showing how it begins
-        (core/http.said: the key hidden)."""
-        try:
-            reply = json.loads(data)
-        except ValueError:
-            reply = None
-        if not isinstance(reply, dict):
-            raise InputError(f"{self.where()}: its reply is not JSON (it says: "
-                             f"{said(data, self.key)}): give {JUDGE_URL} the address of a "
-                             "server that speaks OpenAI's chat completions protocol")
-        return reply
+        """The reply as a JSON object (core/http.json_reply)."""
+        return json_reply(data, self.key, lambda reply: isinstance(reply, dict),
+                          f"{self.where()}: its reply is not JSON",
+                          f"give {JUDGE_URL} the address of a server that speaks OpenAI's "
+                          "chat completions protocol")

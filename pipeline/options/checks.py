@@ -301,9 +301,10 @@ def model_run(text: str) -> str:
 
 def model_name(text: str) -> str:
     """MODEL's check: the model get_model resolves (a registered name written as registered,
-    hf:, st:, vectors:, api: or a fused name), else get_model's one line naming it and the
-    names and prefixes to give. Run by RULES once the goals are known (an imported run's
-    name, make import-run's or import-vectors', is no model: Variable.with_goals)."""
+    hf:, st:, vectors:, api:, rerank-api: or a composed name), else get_model's one line
+    naming it and the names and prefixes to give. Run by RULES once the goals are known (an
+    imported run's name, make import-run's or import-vectors', is no model:
+    Variable.with_goals)."""
     _registered(text)
     return text
 
@@ -311,10 +312,17 @@ def model_name(text: str) -> str:
 def _registered(text: str):
     """The registry's entry of model `text`, refused unless a registered name is written as
     registered ('Bm25' is not 'bm25': a run's and a store's name is the registered one)."""
-    from pipeline.models import API_PREFIX, HF_PREFIX, ST_PREFIX, VECTORS_PREFIX, get_model
+    from pipeline.models import (
+        API_PREFIX,
+        HF_PREFIX,
+        RERANK_API_PREFIX,
+        ST_PREFIX,
+        VECTORS_PREFIX,
+        get_model,
+    )
 
     entry = get_model(text)
-    if not text.startswith((HF_PREFIX, ST_PREFIX, VECTORS_PREFIX, API_PREFIX)) \
+    if not text.startswith((HF_PREFIX, ST_PREFIX, VECTORS_PREFIX, API_PREFIX, RERANK_API_PREFIX)) \
             and entry.name != text:
         raise InputError(f"MODEL {quoted(text)}: write it as registered, {entry.name!r}")
     return entry

@@ -43,16 +43,20 @@ from pipeline.models import (
     API_DEFAULTS,
     API_KEY,
     API_LIMITS,
-    API_PREFIX,
     API_URL,
     FUSION_PREFIX,
     HF_FILE_PREFIX,
     HF_PREFIX,
     PRECISIONS,
     REGISTRY,
+    RERANK_API_KIND,
+    RERANK_PREFIX,
+    RERANK_URL,
     RERANKERS,
+    SERVED_URLS,
     SIMILARITIES,
     ST_KIND,
+    ServedModel,
     api_key,
     chosen_model,
     endpoint_url,
@@ -60,6 +64,7 @@ from pipeline.models import (
     get_model,
     only_reranks,
     request_setting,
+    rerank_parts,
     reranked_name,
     reranks_only,
 )
@@ -358,11 +363,17 @@ DECLARED: tuple[Variable, ...] = (
     V(API_URL, "", endpoint_url, "MODEL=api:<model>: the URL of the OpenAI-compatible "
       f"embeddings endpoint; its key from the environment's {API_KEY}", "models",
       optional=True, one_word=True, changes_run=MODEL_ID),
+    V(RERANK_URL, "", partial(endpoint_url, variable=RERANK_URL,
+                              example=SERVED_URLS[RERANK_API_KIND][1]),
+      "MODEL=rerank-api:<model>: the URL of the /rerank endpoint (Cohere's protocol, or "
+      f"TEI's); its key from the environment's {API_KEY}", "models", optional=True,
+      one_word=True, changes_run=MODEL_ID),
     V(API_BATCH, API_DEFAULTS[API_BATCH], api_setting(API_BATCH),
-      "MODEL=api:<model>: inputs per request", "models", one_word=True, changes_run=False),
-    V(API_CONCURRENCY, API_DEFAULTS[API_CONCURRENCY],
-      api_setting(API_CONCURRENCY), "MODEL=api:<model>: requests sent at once",
+      "MODEL=api:<model>: inputs per request; rerank-api:<model>: documents per request",
       "models", one_word=True, changes_run=False),
+    V(API_CONCURRENCY, API_DEFAULTS[API_CONCURRENCY],
+      api_setting(API_CONCURRENCY), "MODEL=api:<model> or rerank-api:<model>: requests "
+      "sent at once", "models", one_word=True, changes_run=False),
     V("QUERY_PROMPT", "", prompt_text, "a prompt before each query's text (\\n for a line "
       "break), or an st: model's prompt name; its runs are the model <name>+q<tag>",
       "models", shown="(empty: the model's own query form)", optional=True, stages=("search",),
@@ -683,7 +694,7 @@ def values_are_one_word(v: Any) -> None:
     for var in (var for var in VARIABLES if var.one_word):
         value = getattr(v, var.name, None)
         if isinstance(value, str) and re.search(r"\s", value):
-            shown = shown_url(value) if var.name == API_URL else value  # never its secrets
+            shown = shown_url(value) if var.name.endswith("_URL") else value  # no secret
             raise InputError(f"{var.name}={shown!r} holds a space or a line break: give one "
                              "value without spaces")
 
@@ -708,12 +719,21 @@ def models_are_registered(v: Any) -> None:
 
 
 def served_model_has_endpoint(v: Any) -> None:
-    """MODEL=api:<model> needs EMBEDDINGS_URL, and a key a request's header can carry."""
-    if not (v.MODEL or "").startswith(API_PREFIX):
+    """A served MODEL (api:<model>, rerank-api:<model>, or a run a served reranker reranks)
+    needs its kind's URL variable (models.SERVED_URLS: EMBEDDINGS_URL, RERANK_URL), and a key
+    a request's header can carry."""
+    try:
+        entry = get_model(v.MODEL or DEFAULT_MODEL)
+        if entry.name.startswith(RERANK_PREFIX):
+            entry = get_model(rerank_parts(entry.name)[0])
+    except InputError:  # no model (an imported run's name): model_name's to say
         return
-    if not v.EMBEDDINGS_URL:
-        raise InputError(f"MODEL={v.MODEL} is served: give {API_URL}, its endpoint's URL "
-                         "(e.g. http://127.0.0.1:8000/v1/embeddings)")
+    if not isinstance(entry, ServedModel):
+        return
+    variable, example = SERVED_URLS[entry.kind]
+    if not getattr(v, variable):
+        raise InputError(f"MODEL={v.MODEL} is served: give {variable}, its endpoint's URL "
+                         f"(e.g. {example})")
     api_key()
 
 

@@ -4,7 +4,8 @@ A reranked model is named `rerank--<reranker>--<first stage>` (`make rerank MODE
 FIRST_STAGE=bm25` builds it; models.reranked_name); it is searched like any model, from the
 first stage's run of the same pool, and evaluated like any other run. The reranker is any model
 of a kind in models.RERANKERS: a cross-encoder or a decoder reranker (pipeline/encoding/
-cross.py) or a late-interaction model (MaxSim, pipeline/encoding/late.py); the first stage any
+cross.py), a late-interaction model (MaxSim, pipeline/encoding/late.py) or a reranker served
+at a /rerank endpoint (pipeline/encoding/served_rerank.py); the first stage any
 model with a run of the pool (BM25, a dense model, a fused or a reranked one, a run imported
 under its own name).
 
@@ -53,7 +54,7 @@ def reranker_of(name: str, model_path: str | None) -> tuple[ModelEntry, str]:
     if entry.kind not in RERANKERS:
         raise InputError(f"MODEL {reranker} is a {entry.kind} model on its folder, which "
                          "reranks nothing: give a CrossEncoder, a decoder reranker's or a PyLate "
-                         "folder")
+                         "folder, or rerank-api:<model>")
     return entry, first
 
 
@@ -108,7 +109,8 @@ class Rerank(Retriever):
             "rerank_depth": depth, "reranked_pairs": pairs.height,
             "below_depth": f"{first}'s order kept (scores: the lowest reranked score minus "
                            "the place below the depth)",
-            RERANKER_IDENTITY: identity, RERANKER_PATH: options["model_path"]}
+            RERANKER_IDENTITY: identity, RERANKER_PATH: options["model_path"],
+            **getattr(model, "details", dict)()}  # a served reranker's fingerprint
 
 
 class RerankerAlone(Retriever):

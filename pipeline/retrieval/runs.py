@@ -32,7 +32,7 @@ from pipeline.layout import (
     runs_dir,
     store_dir,
 )
-from pipeline.models import API_FILE_PREFIX, API_URL
+from pipeline.models import API_FILE_PREFIX, API_URL, RERANK_URL
 from pipeline.pools.build import validation_pools
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,8 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
     manifest records, every run with the values of the options that changed it that its
     manifest records (run_parameters' `options`), a served model's with the EMBEDDINGS_URL
     it was searched at (ENDPOINT; `<its endpoint's URL>` for a run that records none), a
-    reranked run's with its reranker's MODEL_PATH (RERANKER_PATH) where it had one. A
+    reranked run's with its reranker's MODEL_PATH (RERANKER_PATH) where it had one, or the
+    RERANK_URL of a served reranker. A
     run of a model make cannot search (a
     name no model has) is an imported run, which make eval scores, or (its manifest in
     `pool` does not say it was imported) a pipeline.Encoder's or a ModelEntry's of the
@@ -77,6 +78,9 @@ def run_repair(corpus: str, run: str, runs_root: Path | None = None, pool: str |
                        else Placeholder("its endpoint's URL")),)
     if isinstance(details, dict) and isinstance(details.get(RERANKER_PATH), str):
         variables += (("MODEL_PATH", details[RERANKER_PATH]),)  # a reranker's own folder
+    reranker = details.get(RERANKER_IDENTITY) if isinstance(details, dict) else None
+    if isinstance(reranker, dict) and isinstance(reranker.get("endpoint"), str):
+        variables += ((RERANK_URL, shown_url(reranker["endpoint"])),)  # a served reranker's
     options = info.get("parameters", {}).get("options")  # the options that made it, as made
     if isinstance(options, dict):  # None: an option not given, left out as it was
         variables += tuple((name, str(value)) for name, value in options.items()

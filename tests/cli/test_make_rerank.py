@@ -90,6 +90,10 @@ def test_make_eval_of_a_sparse_folder_and_make_rerank_then_verify(corpus_dir, cr
     (("MODEL=ms-marco-minilm", "RERANK_DEPTH=0"), "error: RERANK_DEPTH: 0 is too small"),
     (("MODEL=st:local/x", "MODEL_PATH={tiny_bert}"),
      "error: MODEL st:local/x: its folder {tiny_bert} is a st model's, which reranks nothing"),
+    (("MODEL=rerank-api:rerank-v3.5",), "error: MODEL=rerank-api:rerank-v3.5 is served: give "
+                                        "RERANK_URL, its endpoint's URL"),
+    (("MODEL=rerank-api:x", "RERANK_URL=http://u:pw-secret@host/rerank"),
+     "error: RERANK_URL='http://<user:password>@host/rerank' holds a user and password"),
 ])
 def test_what_make_rerank_cannot_do_is_one_line_before_anything_runs(given, said, tiny_bert,
                                                                       tmp_path):

