@@ -7,6 +7,11 @@ endpoint makes the run stale, and its repair names RERANK_URL, never the key."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+
 import numpy as np
 import polars as pl
 import pytest
@@ -54,7 +59,9 @@ def endpoint(server, monkeypatch) -> LocalServer:
     monkeypatch.setenv("EMBEDDINGS_BATCH", "5")
     monkeypatch.setenv("EMBEDDINGS_CONCURRENCY", "2")
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
-    server.faults, server.always, server.waits = [], "", []
+    server.faults, server.always, server.waits, server.hold_at = [], "", [], None
+    server.held.clear()
+    server.release.clear()
     monkeypatch.setattr(served_rerank, "pause", server.waits.append)
     return server
 
@@ -121,6 +128,45 @@ def test_a_served_reranker_equals_the_same_cross_encoder_run_here(endpoint, firs
     assert again.select("query", "doc").equals(local.select("query", "doc"))
     np.testing.assert_allclose(again["score"], local["score"], atol=1e-5)
     assert any("texts" in body and "documents" in body for body in endpoint.bodies)
+
+
+def test_killed_mid_rerank_no_run_then_the_same_bytes_and_damage_is_refused(
+        endpoint, first_stage, corpus_dir, tmp_path):
+    """`python -m pipeline search` of the reranked model killed (SIGKILL) while a request is
+    unanswered leaves no run; searched again from the start (four threads, another folder),
+    its files are those of the run made above byte for byte; a byte of it changed (the
+    same size) makes it CORRUPT, naming the file, and the repair searches it again."""
+    data, place = first_stage
+    corpus = corpus_dir.name
+    rerank(data, corpus)  # the run of the module's folder, at this endpoint
+    runs = tmp_path / "runs"
+    own = pipeline.Data(corpora=data.corpora, indexes=data.indexes, runs=runs)
+    pipeline.search(own, corpus, POOL, "bm25", k=K, threads=1)
+    endpoint.hold_at = len(endpoint.bodies) + 3  # the probe, one batch, then held
+    command = [sys.executable, "-m", "pipeline", "--corpora-root", str(data.corpora),
+               "--index-root", str(data.indexes), "--runs-root", str(runs), "search",
+               "--corpus", corpus, "--model", RERANKED, "--pool", POOL, "--k", str(K),
+               "--rerank-depth", str(DEPTH), "--threads", "1"]
+    process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": os.getcwd()},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert endpoint.held.wait(120), "the rerank never reached the held request"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    endpoint.release.set()
+    paths = run_paths(runs, corpus, POOL, RERANKED)
+    assert not paths.parquet.exists() and not paths.trec.exists()
+    pipeline.search(own, corpus, POOL, RERANKED, k=K, threads=4, rerank_depth=DEPTH)
+    made = run_paths(data.runs, corpus, POOL, RERANKED)
+    assert paths.parquet.read_bytes() == made.parquet.read_bytes()
+    assert paths.trec.read_bytes() == made.trec.read_bytes()
+    text = bytearray(paths.trec.read_bytes())
+    text[len(text) // 2] ^= 1  # one bit: the same size
+    paths.trec.write_bytes(bytes(text))
+    problem, repair = recorded_run_problem(Place(corpus_dir, data.indexes, runs), POOL,
+                                           RERANKED)
+    assert paths.trec.name in problem and repair.model == RERANKED
 
 
 @pytest.mark.parametrize(("fault", "words"), [
