@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from pipeline.core.repair import PIPELINE_COMMAND, Where
 from pipeline.layout import DATA_FOLDERS, check_path
@@ -28,6 +29,13 @@ def data_roots(data: str | Path, **roots: str | Path | None) -> dict[str, Path]:
     root = Path(os.path.abspath(data))
     return {kind: Path(os.path.abspath(roots[kind])) if roots.get(kind) else root / folder
             for kind, folder in DATA_FOLDERS.items()}
+
+
+def roots_of(values: Any) -> dict[str, Path]:
+    """The data roots make's variables name (`values`' DATA, CORPORA_DIR, INDEX_DIR,
+    RUNS_DIR)."""
+    return data_roots(values.DATA or ".",
+                      **{kind: getattr(values, name) for kind, name in ROOT_VARIABLES.items()})
 
 
 def where(corpora: Path | None, indexes: Path | None = None, runs: Path | None = None,

@@ -25,11 +25,11 @@ from pipeline.cli.variables import (
     check_command_line,
     derived,
     model_names,
-    roots_of,
 )
 from pipeline.core.errors import InputError
 from pipeline.models import fused_name, get_model, rerank_parts, reranked_name
 from pipeline.options.declared import BY_NAME, GROUPS, VARIABLES, flag_of
+from pipeline.roots import roots_of
 
 log = logging.getLogger(__name__)
 

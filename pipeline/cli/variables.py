@@ -11,14 +11,13 @@ import logging
 import re
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 
 from pipeline import layout
 from pipeline.core.errors import InputError
 from pipeline.corpus.manifest import recorded_source, written_whole
 from pipeline.models import IMPORT_VECTORS, VECTORS_PREFIX, chosen_model
 from pipeline.options.declared import BY_NAME, VARIABLES, Variable
-from pipeline.roots import ROOT_VARIABLES, data_roots
+from pipeline.roots import ROOT_VARIABLES, roots_of
 
 log = logging.getLogger(__name__)
 
@@ -155,11 +154,6 @@ def check_command_line(names: str) -> None:
                          + (f": did you mean {near[0]}?" if near else "")
                          + " (the variables: docs/variables.md, or python3 -m pipeline "
                          "variables)")
-
-
-def roots_of(args: argparse.Namespace) -> dict[str, Path]:
-    """The data roots make's variables name (WHERE)."""
-    return data_roots(args.DATA or ".", **{k: getattr(args, n) for k, n in ROOT_VARIABLES.items()})
 
 
 def run_without_model(args: argparse.Namespace) -> bool:

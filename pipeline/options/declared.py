@@ -118,6 +118,7 @@ from pipeline.options.checks import (
     xdist_workers,
 )
 from pipeline.readers import SOURCES
+from pipeline.roots import roots_of
 from pipeline.slurm import check_executor, check_partition, check_time
 
 # The commands whose options reach a search or an encoder: each such option says whether it
@@ -813,11 +814,27 @@ def rerank_has_a_reranker(v: Any) -> None:
             "MODEL" not in (getattr(v, "GIVEN", "") or "").split():
         return
     reranked_name(v.MODEL, v.FIRST_STAGE)
+    first_stage_has_a_run(v)
     entry = get_model(v.MODEL)
     if v.MODEL_PATH and entry.kind == ST_KIND and \
             (kind := kind_for(entry, v.MODEL_PATH)) not in RERANKERS:
         raise InputError(f"MODEL {v.MODEL}: its folder {v.MODEL_PATH} is a {kind} model's, "
                          "which reranks nothing: give a CrossEncoder or a PyLate folder")
+
+
+def first_stage_has_a_run(v: Any) -> None:
+    """A FIRST_STAGE that no model has is a run imported into a pool of CORPUS under that name
+    (make import-run), refused in one line where none was, before the corpus stage."""
+    from pipeline.retrieval.imported import imported_pools
+
+    try:
+        get_model(v.FIRST_STAGE)
+    except InputError:
+        if not imported_pools(roots_of(v)["runs"], v.CORPUS, v.FIRST_STAGE):
+            raise InputError(f"FIRST_STAGE={v.FIRST_STAGE}: no model has this name, and no run "
+                             f"of corpus {v.CORPUS} was imported under it: give a model "
+                             f"(make models), or import the run first (make import-run "
+                             f"MODEL={shlex.quote(v.FIRST_STAGE)} RUN=<file>)") from None
 
 
 # the goals that search MODEL itself: a model that only reranks is refused by them

@@ -87,6 +87,9 @@ def test_make_eval_of_a_sparse_folder_and_make_rerank_then_verify(corpus_dir, cr
      "takes full queries"),
     (("MODEL=ms-marco-minilm", "FIRST_STAGE=no/such"), "error: FIRST_STAGE: 'no/such': a model "
                                                        "name is"),
+    (("MODEL=ms-marco-minilm", "FIRST_STAGE=nosuch"), "error: FIRST_STAGE=nosuch: no model has "
+                                                      "this name, and no run of corpus demo was "
+                                                      "imported under it"),
     (("MODEL=ms-marco-minilm", "RERANK_DEPTH=0"), "error: RERANK_DEPTH: 0 is too small"),
     (("MODEL=st:local/x", "MODEL_PATH={tiny_bert}"),
      "error: MODEL st:local/x: its folder {tiny_bert} is a st model's, which reranks nothing"),
