@@ -434,8 +434,6 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     known_options("search", entry.kind, options, list(retriever(entry.kind).OPTIONS))
     check_not_imported(place, entry.name)  # a ModelEntry named as an imported run
     pools = _stage_pools(data, corpus, pool, "search", program, repair_pools)
-    for each in pools:
-        check_name("pool", each)
     given = retriever(entry.kind).options(retriever_options(entry, given))
     store = store_options(batch_size, dtype, part_size, model_path, device, replace)
     settings = SearchSettings(threads=threads, options=given, store=store, times=times, k=k,
@@ -595,8 +593,7 @@ def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, ru
     from pipeline.retrieval.imported import import_run as run_import
 
     place = Data.of(data).place(corpus)
-    return run_import(place, None if pool is None else check_name("pool", pool), run, model,
-                      drop_unknown=drop_unknown, replace=replace)
+    return run_import(place, pool, run, model, drop_unknown=drop_unknown, replace=replace)
 
 
 def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: str,
@@ -740,7 +737,7 @@ def mteb_result(data: Data | str | os.PathLike, corpus: str, pool: str,
     from pipeline.external.mteb_results import mteb_result as result_of
 
     place = Data.of(data).place(corpus)
-    return result_of(place, check_name("pool", pool), _run(model, place, pool))
+    return result_of(place, pool, _run(model, place, pool))
 
 
 def export_mteb(data: Data | str | os.PathLike, corpus: str, model: str,
@@ -775,8 +772,6 @@ def evaluate(data: Data | str | os.PathLike, corpus: str, pool: Pools | None, mo
     data = Data.of(data)
     place, one = data.place(corpus), isinstance(pool, str)
     pools = list(_stage_pools(data, corpus, pool, "eval", program))
-    for each in pools:
-        check_name("pool", each)
     models = [model] if isinstance(model, str) or not isinstance(model, Sequence) else model
     runs = [_scored(m, place, pools, one) for m in models]  # checked before anything is written
     text = metrics if isinstance(metrics, str) else " ".join(metrics)

@@ -25,7 +25,6 @@ from pathlib import Path
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
-from pipeline.core.numbers import whole
 from pipeline.core.repair import Repair
 from pipeline.encoding.families import routed
 from pipeline.layout import Place, sbatch_path, slurm_dir, slurm_record
@@ -66,17 +65,6 @@ def check_executor(text: str) -> str:
     if text not in EXECUTORS:
         raise InputError(f"{text!r}: use local (this machine) or slurm (job arrays)")
     return text
-
-
-def check_count(text: str | int, name: str, low: int) -> int:
-    """A whole number >= low (SHARDS >= 1, GPUS_PER_TASK >= 0)."""
-    try:
-        value = whole(str(text))
-    except ValueError:
-        raise InputError(f"{name} {text!r} is not a whole number: use {low} or more") from None
-    if value < low:
-        raise InputError(f"{name} {value} is too small: use {low} or more")
-    return value
 
 
 def check_time(text: str) -> str:
@@ -124,7 +112,6 @@ def _body(command: list[str], workdir: Path, resources: Resources) -> list[str]:
 def embed_script(command: list[str], num_shards: int, name: str, log_dir: Path,
                  resources: Resources, workdir: Path) -> str:
     """sbatch script of a job array, task i running `command --shard i --shards n`."""
-    num_shards = check_count(num_shards, "SHARDS", 1)
     log = log_dir / f"{name}-%A_%a.log"
     shard_args = ['--shard "$SLURM_ARRAY_TASK_ID"', f"--shards {num_shards}"]
     return "\n".join([
@@ -299,8 +286,8 @@ def submit_embed(place: Place, model: str, num_shards: int, resources: Resources
                  replace: bool = False) -> str:
     """Write and submit the embed job array (one task per shard); return its job id. A store
     of another model under the model's name is refused, or with `replace` (REPLACE=1)
-    removed before anything is submitted (`replace_before_array`)."""
-    num_shards = check_count(num_shards, "SHARDS", 1)
+    removed before anything is submitted (`replace_before_array`). `num_shards` is SHARDS as
+    its door checked it (options/checks.shard_count: 1 to MAX_SHARDS)."""
     _tool("sbatch")
     model_path = (options or {}).get("--model-path")
     model_path = None if model_path is None else str(model_path)

@@ -58,6 +58,8 @@ def wrong_calls(data: pipeline.Data, corpus: str) -> dict[str, tuple]:
                                       "synthetic=-2: malformed SIZE"),
         "build_corpus shards=0": (lambda: pipeline.build_corpus(d, "new", synthetic=100,
                                                                 shards=0), "shards=0"),
+        "submit_embed shards=0": (lambda: pipeline.submit_embed(d, c, p, "bm25", shards=0),
+                                  "shards=0: 0 is too small: use 1 to 1,000"),
         "build_corpus seed='x'": (lambda: pipeline.build_corpus(d, "new", synthetic=100,
                                                                 seed="x"),
                                   "seed='x': give a whole number"),

@@ -26,7 +26,6 @@ from pipeline.models import get_model
 from pipeline.pools.build import PoolSpec, build_pool
 from pipeline.slurm import (
     Resources,
-    check_count,
     check_executor,
     check_partition,
     check_time,
@@ -93,9 +92,6 @@ def test_follow_up_script_waits_for_the_array(tmp_path):
 
 
 @pytest.mark.parametrize("check,value,message", [
-    (lambda v: check_count(v, "SHARDS", 1), "0", "SHARDS 0 is too small"),
-    (lambda v: check_count(v, "SHARDS", 1), "four", "SHARDS 'four' is not a whole number"),
-    (lambda v: check_count(v, "GPUS_PER_TASK", 0), "-1", "GPUS_PER_TASK -1 is too small"),
     (check_time, "4h", "'4h': give a SLURM time limit"),
     (check_time, "1:2:3:4", "'1:2:3:4'"),
     (check_partition, "gpu a100", "'gpu a100': give a partition name"),
@@ -108,12 +104,9 @@ def test_bad_values_are_refused(check, value, message):
 
 
 def test_good_values_pass():
-    assert check_count("16", "SHARDS", 1) == 16 and check_count("0", "GPUS_PER_TASK", 0) == 0
     for limit in ("90", "90:30", "4:00:00", "2-0", "1-12:00:00", "UNLIMITED"):
         assert check_time(limit) == limit
     assert check_partition("gpu,gpu-long") == "gpu,gpu-long"
-    with pytest.raises(InputError, match="SHARDS 0"):
-        embed_script(["python"], 0, "e", Path("/tmp"), Resources(), Path("/tmp"))
 
 
 def test_without_sbatch_the_error_is_one_line(tmp_path, monkeypatch):

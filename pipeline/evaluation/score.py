@@ -373,7 +373,9 @@ def check_order(function: str, qrels: Any, run: Any) -> None:
     contents show it (a run has scores, qrels have relevance grades): one line saying the
     order (ranx's: qrels first), rather than scoring the qrels as a run. A second argument
     that looks like qrels after qrels is no swap but a malformed run (a TREC run line of 4
-    fields): refused saying what a run line and a qrels line hold."""
+    fields): refused saying what a run line and a qrels line hold. Run once, at the API's door
+    (options/arguments.validated) of each function taking (qrels, run or runs, ...): the
+    functions behind it trust the order."""
     first, second = _shape(qrels), _shape(run)
     swapped = first in ("a run", "a dict of runs")
     if second == "qrels" and not swapped:  # not the order: the run is no run
@@ -399,10 +401,8 @@ def score(qrels: Qrels, run: Run, metrics: Metrics, *,
     DataFrame (query, one column per metric) of each evaluated query. Accepted forms and the
     counting rule: module doc; metric names in ranx's, ir_measures' or trec_eval's words (any
     letter case where unambiguous), each returned under the name it was asked by, a set's
-    metrics under its own names (`score_metrics`)."""
-    check_order("score", qrels, run)
-    if not isinstance(per_query, bool):
-        raise InputError(f"per_query={per_query!r}: give True or False")
+    metrics under its own names (`score_metrics`). Its arguments are checked at its door,
+    `pipeline.score` (their order and types: options/arguments.validated)."""
     asked = score_metrics(metrics)
     values = under_asked_names(query_values(as_run(run), as_qrels(qrels),
                                             tuple(dict.fromkeys(asked.values()))), asked)

@@ -49,7 +49,6 @@ from pipeline.layout import (
     BEIR_SPLITS,
     Place,
     beir_qrels_file,
-    check_name,
 )
 from pipeline.pools.build import load_pool, pool_manifest
 from pipeline.pools.queries import own_text, query_texts
@@ -64,8 +63,8 @@ OWN_QUERY_TEXT = "the query's own text, as the collection was imported"
 
 def export_beir(place: Place, pool: str, out: Path) -> dict:
     """Write pool `pool` of the corpus at `place` as a BEIR folder `out` (module docstring);
-    return its datasheet. Nothing is written when anything is refused."""
-    check_name("pool", pool)
+    return its datasheet (`pool` checked at its door: POOL). Nothing is written when anything
+    is refused."""
     check_out(out, place)
     docs, queries, judged, info, query_text = beir_records(place, pool)
     qrels_file = beir_qrels_file(info["split"])

@@ -18,7 +18,6 @@ from pipeline.core.errors import InputError
 from pipeline.evaluation.score import (
     as_qrels,
     as_run,
-    check_order,
     query_values,
     score_metrics,
     under_asked_names,
@@ -136,7 +135,6 @@ def compare(qrels: Qrels, runs: NamedRuns, metrics: Metrics, *,
     paired t-test ("t-test", "t", "student") or Fisher's randomization test ("fisher",
     "randomization"), `correction` "holm" (Holm-Bonferroni over a metric's pairs) or "none",
     significant below `alpha`. Writes nothing; returns a Comparison."""
-    check_order("compare", qrels, runs)
     _checked(runs, correction, alpha)
     test = significance_test(test)
     asked = score_metrics(metrics)

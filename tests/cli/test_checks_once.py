@@ -9,18 +9,24 @@ API call checks each argument it runs with, given or defaulted. MODEL's check
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import pipeline
 from pipeline.cli import registry
+from pipeline.evaluation.score import check_order
+from pipeline.layout import check_name
 from pipeline.options.declared import VARIABLES
 from pipeline.pools.build import PoolSpec, build_pool
-from tests.conftest import CHILD_BOUND_S, copy_corpus
+from pipeline.retrieval.runs import load_run
+from tests.conftest import CHILD_BOUND_S, copy_corpus, pool_of
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -162,3 +168,61 @@ def test_an_api_call_checks_each_argument_once(data, tmp_path):
     defaulted = [("SEED", "0"), ("THREADS", "2"), ("QUERY_VARIANT", "full"),
                  ("dtype", "float32"), ("REPLACE", "0")]
     once(counts, given, defaulted)
+
+
+# ---- checks that are no declaration's, counted at the check itself ----------------------------
+@contextlib.contextmanager
+def calls_of(check: Callable) -> Iterator[list[dict]]:
+    """Each call of `check` (its arguments) made in this thread while inside: counted at its
+    own code, so a call through any name an import bound it to is counted too."""
+    code, calls, before = check.__code__, [], sys.getprofile()
+
+    def profile(frame, event, _):
+        if event == "call" and frame.f_code is code:
+            calls.append(dict(frame.f_locals))
+
+    sys.setprofile(profile)
+    try:
+        yield calls
+    finally:
+        sys.setprofile(before)
+
+
+def test_the_order_of_qrels_and_runs_is_checked_once():
+    """`pipeline.score` and `pipeline.compare`: the arguments' order (check_order, read from
+    their contents) checked once, at the API's door, not again inside."""
+    qrels = {"q1": {"d1": 1, "d3": 1}, "q2": {"d2": 1}}
+    run = {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d1": 2.0, "d2": 1.0}}
+    other = {"q1": {"d3": 2.0, "d1": 1.0}, "q2": {"d2": 2.0}}
+    for call in (lambda: pipeline.score(qrels, run, "map"),
+                 lambda: pipeline.score(qrels, run, "map", per_query=True),
+                 lambda: pipeline.compare(qrels, {"a": run, "b": other}, "map")):
+        with calls_of(check_order) as calls:
+            call()
+        assert len(calls) == 1, calls
+
+
+@pytest.fixture(scope="module")
+def searched(corpus_dir, tmp_path_factory) -> pipeline.Data:
+    """The fixture corpus with a BM25 run of one pool (pool_of(800))."""
+    root = tmp_path_factory.mktemp("searched")
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=root / "indexes",
+                         runs=root / "runs")
+    pipeline.search(data, corpus_dir.name, pool_of(800), "bm25", threads=1)
+    return data
+
+
+def test_a_pool_name_is_checked_once(searched, corpus_dir, tmp_path):
+    """A pool named to an API function that searches, scores, imports or exports it: its name
+    checked once (layout.check_name, by POOL's or pool's declaration at the door), not again
+    by the function or the stage behind it."""
+    corpus, pool = corpus_dir.name, pool_of(800)
+    run = load_run(searched.place(corpus), pool, "bm25").select("query", "doc", "score")
+    for call in (lambda: pipeline.search(searched, corpus, pool, "bm25", threads=1),
+                 lambda: pipeline.evaluate(searched, corpus, pool, "bm25", save=False),
+                 lambda: pipeline.mteb_result(searched, corpus, pool, "bm25"),
+                 lambda: pipeline.import_run(searched, corpus, pool, run, "elsewhere"),
+                 lambda: pipeline.export_beir(searched, corpus, pool, tmp_path / "beir")):
+        with calls_of(check_name) as calls:
+            call()
+        assert [c["name"] for c in calls if c["kind"] == "pool"] == [pool], calls
