@@ -356,38 +356,38 @@ def test_each_option_has_one_name_its_keyword_and_flag_derived():
             assert var is None or var.keyword == name, (function, name)
 
 
-def test_an_old_keyword_is_taken_for_one_release_with_a_warning(tmp_path, caplog):
-    """Each keyword renamed to its variable's (declared.RENAMED), at every door that took it:
-    the API takes it as the new one with a DeprecationWarning (a function's own parameter of
-    the old name, mdcr_jaccard's depth, stays its own), the command line its old flag with a
-    warning; the new name and the old together are refused."""
+# The keywords renamed on 2026-11-28 and their one name since; taken with a warning for one
+# release, refused now
+OLD_KEYWORDS = {"n_queries": "queries", "workers": "threads", "variant": "query_variant",
+                "sample_size": "sample", "num_shards": "shards", "time": "slurm_time"}
+
+
+def test_an_old_keyword_is_refused_at_every_door(tmp_path):
+    """The release after the renames: the API refuses an old keyword in one line naming its
+    one name now; the commands refuse an old flag (exit status 2); make an old variable."""
     import pipeline
     from pipeline.cli.main import build_parser
     from pipeline.core.errors import InputError
-    from pipeline.options.arguments import renamed
 
-    assert set(declared.RENAMED) == {"name", "n_queries", "workers", "variant", "sample_size",
-                                     "depth", "concurrency", "num_shards", "time"}
-    taking = {old: [f for f, names in docs.public_arguments().items()
-                    if declared.declaration(f, var.keyword) is var and var.keyword in names]
-              for old, var in declared.RENAMED.items()}
-    for old, var in declared.RENAMED.items():
-        assert taking[old], old  # an API function took it
-        for function in taking[old]:
-            with pytest.warns(DeprecationWarning, match=f"{old}= is now {var.keyword}="):
-                assert renamed(function, {old: 7}, []) == {var.keyword: 7}
-            with pytest.raises(InputError, match=f"{old} and {var.keyword} are one option"):
-                renamed(function, {old: 7, var.keyword: 7}, [])
-    assert renamed("mdcr_jaccard", {"depth": 5}, ["depth"]) == {"depth": 5}
-    with (pytest.warns(DeprecationWarning, match="n_queries= is now queries="),
-          pytest.raises(InputError, match="queries=0: 0 is too small")):  # as queries
-        pipeline.build_pool(tmp_path, "c", size=100, n_queries=0)
+    with pytest.raises(InputError, match="unknown option n_queries for build_pool: did you "
+                                         "mean queries"):
+        pipeline.build_pool(tmp_path, "c", size=100, n_queries=3)
+    with pytest.raises(InputError, match="unknown option sample_size for judge: did you mean "
+                                         "sample"):
+        pipeline.judge(pipeline.Data(tmp_path), "c", ["bm25", "minilm"], "standin:1",
+                       sample_size=4)
+    arguments = docs.public_arguments()
+    for old, new in OLD_KEYWORDS.items():  # the new name is taken somewhere, the old nowhere
+        assert any(new in names for names in arguments.values()), new
+        assert all(old not in names for names in arguments.values()), old
     parser = build_parser()
-    for argv, dest, value in ((["embed", "--num-shards", "3"], "shards", 3),
-                              (["ingest", "--workers", "1"], "threads", 1),
-                              (["submit-embed", "--time", "90"], "slurm_time", "90"),
-                              (["judge", "--models", "bm25", "--judge", "standin:1",
-                                "--sample-size", "4"], "sample", 4)):
-        caplog.clear()
-        assert getattr(parser.parse_args(argv), dest) == value, argv
-        assert f"{argv[-2]} is now --{dest.replace('_', '-')}" in caplog.text, argv
+    for argv in (["embed", "--num-shards", "3"], ["ingest", "--workers", "1"],
+                 ["submit-embed", "--time", "90"]):
+        with pytest.raises(SystemExit) as ended:
+            parser.parse_args(argv)
+        assert ended.value.code == 2, argv
+    done = subprocess.run(["make", "-n", "--no-print-directory", "embed", "TIME=90",
+                           f"PY={sys.executable}", f"STAMP={tmp_path / 'stamp'}"],
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                          text=True, env={**os.environ, "MAKEFLAGS": ""}, timeout=120)
+    assert done.returncode == 2 and "unknown variable TIME" in done.stderr

@@ -147,25 +147,20 @@ def test_readme_python_example_runs(tmp_path: Path):
     assert "theirs" in (tmp_path / "data" / "runs" / "reports" / "tiny.md").read_text()
 
 
-def test_no_example_calls_the_api_by_an_old_keyword():
-    """The README's and docs' examples call the API by each option's one name, never by a
-    keyword renamed (declared.RENAMED: taken until the next release, warning)."""
-    import inspect
+def test_every_keyword_of_an_example_is_one_the_function_takes():
+    """The README's and docs' examples call the API by keywords it takes (its parameters, and
+    for a **parameter the keywords it takes: cli/docs.public_arguments), never by one it
+    refuses (a keyword renamed on 2026-11-28 and no longer taken among them)."""
+    from pipeline.cli.docs import public_arguments
 
-    import pipeline
-    from pipeline.options.declared import RENAMED, declaration
-
-    def renamed(function: str, key: str) -> bool:  # as options/arguments.py's renamed()
-        if key not in RENAMED or function not in pipeline.__all__:
-            return False
-        taken = inspect.signature(getattr(pipeline, function)).parameters
-        return key not in taken and declaration(function, RENAMED[key].keyword) is RENAMED[key]
-
+    arguments = public_arguments()
     call = re.compile(r"pipeline\.(\w+)\(([^()]*(?:\([^()]*\)[^()]*)*)\)", re.S)
-    old = [(page.name, function, key) for page in _markdown_pages()
-           for function, arguments in call.findall(page.read_text())
-           for key in re.findall(r"\b(\w+)=", arguments) if renamed(function, key)]
-    assert not old, old
-    assert renamed("judge", "sample_size") and not renamed("mdcr_jaccard", "depth")
-    assert call.findall('pipeline.judge(d, "c", ["a", "b"], "s",\n   sample_size=2)') == [
-        ("judge", 'd, "c", ["a", "b"], "s",\n   sample_size=2')]
+    calls = [(page.name, found.group(1), key, page.read_text()[found.end():found.end() + 200])
+             for page in _markdown_pages() for found in call.finditer(page.read_text())
+             if found.group(1) in arguments for key in re.findall(r"\b(\w+)=", found.group(2))]
+    wrong = [found[:3] for found in calls if found[2] not in arguments[found[1]]
+             and f"unknown option {found[2]} " not in found[3]]  # an example of the refusal
+    assert not wrong, wrong
+    assert len(calls) > 20 and "sample_size" not in arguments["judge"]
+    assert call.findall('pipeline.judge(d, "c", ["a", "b"], "s",\n   sample=2)') == [
+        ("judge", 'd, "c", ["a", "b"], "s",\n   sample=2')]

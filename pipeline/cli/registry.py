@@ -19,7 +19,6 @@ from pipeline.options.declared import (
     KEYWORD_ONLY,
     VARIABLES,
     Variable,
-    flag_of,
     worded,
 )
 from pipeline.roots import where
@@ -45,33 +44,13 @@ def flag(option: str, help_text: str) -> Option:
 def like(var: str | Variable, **settings: Any) -> Option:
     """The option of the declared variable `var` (or its name) as a command takes it: the
     declaration's check, default (a derived one: from the others' defaults) and help, unless
-    `settings` say otherwise; its flag before it had its variable's name too (Variable.was)."""
+    `settings` say otherwise."""
     var = BY_NAME[var] if isinstance(var, str) else var
     default = var.text({v.name: v.text() for v in VARIABLES if not callable(v.default)})
     check = None if var.with_goals else var.check  # MODEL: import-run's name is no model
     option = arg(var.option, **{"type": check, "default": default or None,
                                 "help": var.help.replace("%", "%%"), **settings})
-    if not var.was:
-        return option
-
-    def with_old_flag(parser: argparse.ArgumentParser) -> object:
-        added = option(parser)
-        parser.add_argument(flag_of(var.was), type=check, dest=added.dest, const=var,
-                            default=argparse.SUPPRESS, help=argparse.SUPPRESS,
-                            action=Renamed)
-        return added
-    return with_old_flag
-
-
-class Renamed(argparse.Action):
-    """An option's flag from before it had its variable's name (`const`, the Variable): its
-    value stored, with a warning naming the new flag."""
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
-        log.warning(f"{option_string} is now {self.const.option}, as make's {self.const.name}: "
-                    f"{option_string} goes in the next release")
-        setattr(namespace, self.dest, values)
+    return option
 
 
 def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str) -> None:

@@ -36,15 +36,12 @@ WHERE = ("DATA", *ROOT_VARIABLES.values())
 # The Makefile's own interpreter and environment: plain paths only (make runs them, quoted)
 TOOL_VARS = ("PYTHON", "VENV", "PY", "STAMP")
 TOOL_PATH = re.compile(r"[A-Za-z0-9._/+-]+")
-# What make's command line may set besides VARIABLES (and MAKE_WAS)
+# What make's command line may set besides VARIABLES
 MAKE_OWN = frozenset({*TOOL_VARS, "SHELL", ".SHELLFLAGS", "MAKE", "MAKEFLAGS", "MFLAGS",
                       "MAKEFILES", "MAKEOVERRIDES", "GNUMAKEFLAGS", "MAKESHELL"})
 GOALS_ENV = "MDCR_MAKE_GOALS"  # make's goals (MAKECMDGOALS), exported by the Makefile
 # make's flags that run no recipe but the `+` ones (-n, -t, -q): the goals print their stages
 DRY_RUN_FLAGS = frozenset("ntq")
-# make's one old spelling (SLURM_TIME's), taken from make's command line until the next
-# release, warning; the API's and the stages' old keywords: declared.RENAMED
-MAKE_WAS = {"TIME": "SLURM_TIME"}
 # Set in a command's environment: its errors name make's variables (a goal's always do)
 FROM_MAKE = "MDCR_PIPELINE_FROM_MAKE"
 
@@ -108,15 +105,10 @@ def read_make(environ: Mapping[str, str]) -> argparse.Namespace:
 
 def read(environ: Mapping[str, str], command_line: Mapping[str, str] | None = None
          ) -> argparse.Namespace:
-    """Each variable from make's `command_line`, else `environ`, else its default, checked;
-    an old spelling (MAKE_WAS) only from make's command line. With GOALS, GIVEN,
-    COMMAND_LINE, DRY_RUN."""
+    """Each variable from make's `command_line`, else `environ`, else its default, checked.
+    With GOALS, GIVEN, COMMAND_LINE, DRY_RUN."""
     command_line = dict(command_line or {})
     names = list(command_line)
-    for old, name in MAKE_WAS.items():
-        if old in command_line and name not in command_line:
-            log.warning(f"{old} is now {name}: {old} goes in the next release")
-            command_line[name] = command_line[old]
     environ = {**environ, **command_line}
     given = [v.name for v in VARIABLES if v.name in environ]
     refuse_unsafe(environ, [*given, *(n for n in TOOL_VARS if n in environ)])
@@ -146,7 +138,7 @@ def as_corpus(args: argparse.Namespace, corpus: str) -> argparse.Namespace:
 def check_command_line(names: str) -> None:
     """A variable of make's command line that make does not know (MODLE=bm25) would be
     ignored: InputError with the nearest name."""
-    known = sorted({*BY_NAME, *MAKE_WAS, *MAKE_OWN})
+    known = sorted({*BY_NAME, *MAKE_OWN})
     unknown = sorted(set(names.split()) - set(known))
     if unknown:
         near = difflib.get_close_matches(unknown[0], known, n=1)

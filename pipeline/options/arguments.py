@@ -10,7 +10,6 @@ import functools
 import inspect
 import os
 import types
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from importlib import import_module
 from pathlib import Path
@@ -188,23 +187,6 @@ def known_options(function: str, owner: str, options: Mapping[str, Any],
             raise unknown(function, name, known, owner)
 
 
-def renamed(function: str, kwargs: dict[str, Any], takes: Sequence[str]) -> dict[str, Any]:
-    """`kwargs` with each keyword from before each option had one name (declared.RENAMED:
-    n_queries) given under its option's (queries), warning: the API takes both for one
-    release. A function's own parameter of the old name (mdcr_jaccard's depth) stays."""
-    for old in [key for key in kwargs if key in declared.RENAMED and key not in takes]:
-        var = declared.RENAMED[old]
-        if declared.declaration(function, var.keyword) is not var:
-            continue
-        if var.keyword in kwargs:
-            raise InputError(f"{function}: {old} and {var.keyword} are one option: give "
-                             f"{var.keyword} alone")
-        warnings.warn(f"{function}: {old}= is now {var.keyword}=, as make's {var.name}; "
-                      f"{old} goes in the next release", DeprecationWarning, stacklevel=3)
-        kwargs[var.keyword] = kwargs.pop(old)
-    return kwargs
-
-
 def validated(function: Callable) -> Callable:
     """`function`, each argument it runs with (given, or its default) checked first by its
     annotation and its declaration, once: nothing runs, and nothing is written, with a bad
@@ -218,7 +200,6 @@ def validated(function: Callable) -> Callable:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not said:
             said.update(hints(function))
-        kwargs = renamed(name, kwargs, named)
         try:
             bound = signature.bind_partial(*args, **kwargs).arguments
         except TypeError as exc:

@@ -145,9 +145,6 @@ class Variable:
     optional: bool = False  # an empty value is no value (not checked)
     one_word: bool = False  # one value (a path, a name): a space is refused
     stages: tuple[str, ...] = ()  # the commands of `python -m pipeline` that take it
-    # its keyword before each option had one name (2026-11-28): the API, the stages (as a
-    # flag) and make (in upper case) take it until the next release, warning (RENAMED)
-    was: str = ""
     # an argument's type is its function's annotation's; this, where none says it (a
     # **keyword's: search's options, build_pool's fields), None too where `optional`
     type: Any = str
@@ -293,7 +290,7 @@ V, A = Variable, keyword
 DECLARED: tuple[Variable, ...] = (
     # ---- data
     V("CORPUS", "demo", corpus_name, "the corpus every stage works on: its folder under "
-      "corpora/, indexes/ and runs/", "data", one_word=True, was="name"),
+      "corpora/, indexes/ and runs/", "data", one_word=True),
     V("DATA", ".", safe_path, "where corpora/, indexes/ and runs/ live (a scratch disk on a "
       "cluster, say); default the checkout", "data", one_word=True),
     V("CORPORA_DIR", "", safe_path, "the corpora folder, where it is not DATA's corpora/",
@@ -341,7 +338,7 @@ DECLARED: tuple[Variable, ...] = (
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", query_count,
       "query papers per pool", "pools",
       shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
-      optional=True, stages=("pool",), was="n_queries", type=int),  # ditto
+      optional=True, stages=("pool",), type=int),  # ditto
     V("EXCLUDE", "", safe_path, "a file of CorpusIDs never used as queries (the paper: "
       "SPECTER's and SciNCL's training papers); they name the pools (-x<tag>)", "pools",
       shown="(empty: no paper left out)", optional=True, one_word=True,
@@ -395,7 +392,7 @@ DECLARED: tuple[Variable, ...] = (
       stages=("import-vectors",), changes_run=MODEL_ID),
     V("THREADS", 2, worker_count, "worker processes and threads (ingest, Lucene, search); "
       "with EXECUTOR=slurm each job's CPUs", "search",
-      stages=("index", "search"), was="workers", changes_run=False),
+      stages=("index", "search"), changes_run=False),
     V("BM25_ENGINE", BM25_ENGINE, choice(BM25_ENGINES), "BM25 on arrays (numba) or lucene "
       "(Anserini): the same runs", "search", one_word=True, stages=("index", "search"),
       changes_run=False),
@@ -415,7 +412,7 @@ DECLARED: tuple[Variable, ...] = (
       changes_run=True),  # faiss's and torch's sums differ a bit
     V("QUERY_VARIANT", "full", choice(VARIANTS), "perturbed queries: full, title, abstract, "
       "shuffled, deleted30 or typos; runs named after the model and the variant", "search",
-      one_word=True, stages=("search",), was="variant", changes_run=True),
+      one_word=True, stages=("search",), changes_run=True),
     V("K", 500, depth, "candidates retrieved per query (the paper's: 500)", "search",
       one_word=True, stages=("search",), changes_run=True),
     # ---- eval
@@ -481,20 +478,20 @@ DECLARED: tuple[Variable, ...] = (
       "JUDGE=api:<model>: the OpenAI-compatible chat endpoint; its key from the "
       f"environment's {API_KEY}", "judging", optional=True, one_word=True, stages=JUDGING),
     V("SAMPLE", 20, sample_count, "make judge, judge-page: unjudged pairs drawn per query",
-      "judging", one_word=True, stages=SAMPLING, was="sample_size"),
+      "judging", one_word=True, stages=SAMPLING),
     V("SAMPLE_SEED", 0, non_negative, "the judging sample's seed", "judging",
       one_word=True, stages=SAMPLING),
     V("JUDGE_DEPTH", 100, depth, "the ranks of each of MODELS whose unjudged candidates "
-      "are sampled", "judging", one_word=True, stages=SAMPLING, was="depth"),
+      "are sampled", "judging", one_word=True, stages=SAMPLING),
     V("JUDGE_CONCURRENCY", 4, count(1, API_LIMITS[API_CONCURRENCY],
                                       f"requests at once, as {API_CONCURRENCY}"),
       "JUDGE=api:<model>: requests sent at once",
-      "judging", one_word=True, stages=JUDGING, was="concurrency"),
+      "judging", one_word=True, stages=JUDGING),
     # ---- cluster
     V("EXECUTOR", "local", check_executor, "where embed runs: local (this machine) or slurm "
       "(an sbatch job array)", "cluster", one_word=True),
     V("SHARDS", 1, shard_count, "shards of the embed stage (array tasks with slurm)",
-      "cluster", stages=("embed", *SLURM_JOBS), was="num_shards", changes_run=False),
+      "cluster", stages=("embed", *SLURM_JOBS), changes_run=False),
     V("SHARD", "", shard_index, "make embed: only this shard of SHARDS", "cluster",
       shown="each in turn", optional=True, one_word=True, stages=("embed",), changes_run=False),
     V("PARTITION", "", check_partition, "#SBATCH --partition: one name, or several separated "
@@ -504,7 +501,7 @@ DECLARED: tuple[Variable, ...] = (
       "none", "cluster", stages=SLURM_JOBS),
     V("SLURM_TIME", "", check_time, "#SBATCH --time of each job: 90 (minutes), 4:00:00, "
       "1-12:00:00", "cluster", shown="the cluster's default",
-      optional=True, one_word=True, stages=SLURM_JOBS, was="time"),
+      optional=True, one_word=True, stages=SLURM_JOBS),
     # ---- demo
     V("DEMO_PAPERS", "120k", synthetic_size, "papers of the synthetic demo corpus (given: the "
       "corpus is made again with it)", "demo"),
@@ -620,7 +617,6 @@ del V, A
 VARIABLES = tuple(v for v in DECLARED if v.variable)  # make's, the stages' and the API's
 KEYWORD_ONLY = tuple(v for v in DECLARED if not v.variable)  # the API's alone
 BY_NAME = {v.name: v for v in VARIABLES}
-RENAMED = {v.was: v for v in VARIABLES if v.was}  # an old keyword -> its option (one release)
 
 
 def default(name: str) -> object:

@@ -59,7 +59,7 @@ def test_a_command_of_an_api_function_has_exactly_the_declared_options_of_its_pa
         entry = registry.COMMANDS[name]
         assert entry.api is function, name
         parser = entry.add_to(OneLineParser(prog=name))
-        actions = {a.dest: a for a in parser._actions  # an old flag (Variable.was) unshown
+        actions = {a.dest: a for a in parser._actions
                    if a.dest != "help" and a.help != argparse.SUPPRESS}
         params = [p for p, v in inspect.signature(function).parameters.items()
                   if p != "data" and p not in entry.from_args and v.kind is not v.VAR_KEYWORD]

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.docs import generated, markdown, md_text, stale
-from pipeline.cli.variables import GOALS_ENV, MAKE_WAS, derived, make_command_line, read, read_make
+from pipeline.cli.variables import GOALS_ENV, derived, make_command_line, read, read_make
 from pipeline.core.errors import InputError
 from pipeline.layout import raw_dir, run_name
 from pipeline.models import fused_name, hf_name
@@ -88,16 +88,15 @@ def test_make_reads_one_makefile_and_composes_no_name(tmp_path):
 
 def test_make_defines_none_of_the_variables_and_accepts_each_declared_one(tmp_path):
     """One declaration, no second default: make's database (`make -p`) holds none of the
-    declared variables, and each one (its alias too) is accepted on make's command line,
+    declared variables, and each one is accepted on make's command line,
     checked (at a value its check passes) and listed in docs/variables.md."""
     database = make(tmp_path, "-pn", "help").stdout
     defined = set(re.findall(r"^# makefile \(from 'Makefile', line \d+\)\n(?:define )?"
                              r"([A-Za-z_][A-Za-z0-9_]*) ", database, re.M))
-    assert "GOAL" in defined and not defined & {*BY_NAME, *MAKE_WAS}
+    assert "GOAL" in defined and not defined & set(BY_NAME)
     values = {v.name: "" if v.optional else v.default({"CORPUS": "demo"}) if callable(v.default)
               else v.text() for v in VARIABLES}
-    given = make(tmp_path, "check", *(f"{name}={value}" for name, value in values.items()),
-                 "TIME=90")
+    given = make(tmp_path, "check", *(f"{name}={value}" for name, value in values.items()))
     assert given.returncode == 0, given.stderr
     docs = subprocess.run([sys.executable, "-m", "pipeline", "variables"], cwd=ROOT,
                           capture_output=True, text=True, check=True).stdout
@@ -181,11 +180,11 @@ def test_the_docs_come_from_the_declaration():
 
 def test_the_command_line_is_the_one_make_names():
     """The variables of make's command line are those of MAKEFLAGS (make_command_line),
-    never the environment's; TIME there is SLURM_TIME."""
-    for args in (read_make({"MAKEFLAGS": " -- TIME=90", "TIME": "90"}),
-                 read({}, {"TIME": "90"})):
-        assert args.SLURM_TIME == "90" and args.COMMAND_LINE == "TIME"
-    args = read({"MAKEFLAGS": " -- TIME=90", "TIME": "90"})  # read alone: no parsing
+    never the environment's."""
+    for args in (read_make({"MAKEFLAGS": " -- SLURM_TIME=90", "SLURM_TIME": "80"}),
+                 read({}, {"SLURM_TIME": "90"})):
+        assert args.SLURM_TIME == "90" and args.COMMAND_LINE == "SLURM_TIME"
+    args = read({"MAKEFLAGS": " -- SLURM_TIME=90"})  # read alone: no parsing
     assert args.SLURM_TIME is None and args.COMMAND_LINE == ""
     args = read({"TIME": "%e"})  # GNU time's format, in the environment: never read
     assert args.SLURM_TIME is None and args.CORPUS == "demo" and args.SOURCE == "s2orc"
