@@ -31,18 +31,15 @@ from pipeline.external.beir import import_beir
 from pipeline.judging import assessor as judging
 from pipeline.judging.assessor import (
     LABELS_HEADER,
-    LOG_VERSION,
     ApiAssessor,
     FileAssessor,
     StandinAssessor,
     assessor,
-    judge_pool,
     judgment,
-    read_judgments,
     read_labels,
-    write_judgments,
 )
 from pipeline.judging.files import MAX_LINE
+from pipeline.judging.judgments import LOG_VERSION, judge_pool, read_judgments, write_judgments
 from pipeline.judging.stage import judge_corpus, sampling
 from pipeline.layout import (
     PREFILTERED,

@@ -21,7 +21,7 @@ import pytest
 import pipeline
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.evaluation.significance import agreeing_interval, bootstrap_ci, logit_interval
-from pipeline.judging.inferred import bounded_interval, differences, means, verdict
+from pipeline.judging.intervals import bounded_interval, differences, means, verdict
 from pipeline.layout import Place, pool_names
 from pipeline.models import get_model
 from pipeline.report.build import Report
