@@ -116,7 +116,9 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.annotations import Judgments, Qrels, Run, Sample
-from pipeline.core.errors import InputError, first_line
+from pipeline.core.errors import InputError
+from pipeline.core.files import read_parquet
+from pipeline.core.repair import Repair
 from pipeline.evaluation.variance import LEVEL
 from pipeline.glossary import METRIC_SETS
 from pipeline.judging.sample import allocate
@@ -856,6 +858,8 @@ def jkap_thin(pool: str, qrels: pl.DataFrame, judgments: pl.DataFrame, sample: p
 
 # ---- the API: one run of one pool, as ranx scores one run -------------------------------------
 SAMPLE_COLUMNS = ("query", "doc", "stratum", "sampled")
+# what to give where a sample's file cannot be read
+SAMPLE_FILE = Repair("", note="give the file draw_sample's frame was written to")
 
 
 def _as_judgments(judgments: Any) -> pl.DataFrame:
@@ -882,12 +886,7 @@ def _as_sample(sample: Any) -> pl.DataFrame:
         if not path.is_file():
             raise InputError(f"sample {str(path)!r} is not a file: give the sample's parquet "
                              "file or its DataFrame (pipeline.judging.sample.draw_sample)")
-        try:
-            sample = pl.read_parquet(path)
-        except (OSError, pl.exceptions.PolarsError) as exc:
-            first = first_line(exc)
-            raise InputError(f"sample {path}: not a parquet file ({first}): give the file "
-                             "draw_sample's frame was written to") from None
+        sample = read_parquet(path, repair=SAMPLE_FILE)
     if not isinstance(sample, pl.DataFrame):
         raise InputError(f"sample: {type(sample).__name__} is not a sample: give its parquet "
                          "file or a polars DataFrame")

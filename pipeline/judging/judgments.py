@@ -33,6 +33,7 @@ from pipeline.core.http import each_at_once
 from pipeline.core.locks import file_lock
 from pipeline.core.logs import Progress
 from pipeline.core.manifests import manifest
+from pipeline.core.repair import Repair
 from pipeline.core.secrets import shown_url
 from pipeline.judging.assessor import MAX_ASKS, Assessor, Pair
 from pipeline.judging.chat import JUDGE_URL
@@ -310,6 +311,10 @@ def _judged(table: pl.DataFrame, rows: list[Pair], records: dict[tuple[str, str]
 
 
 # ---- the judgments artifact -----------------------------------------------------------------
+# what remakes a pool's judgments that cannot be used (an api assessor's log keeps its answers)
+JUDGE_AGAIN = Repair("", note="judge again: the log's pairs are not asked again")
+
+
 def pairs_digest(pairs: pl.DataFrame) -> str:
     """The sha256 of a sample's pairs (sorted `query<TAB>doc` lines): what the judgments are
     of, recorded in their manifest."""
@@ -362,16 +367,10 @@ def read_judgments(path: Path) -> pl.DataFrame:
     made = read_json(record)
     if not outputs_intact(path.parent, made):
         raise InputError(f"{path}: its bytes differ from its manifest's (changed or "
-                         "damaged): judge again (the log's pairs are not asked again)")
-    try:
-        frame = pl.read_parquet(path)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        first = first_line(exc)
-        raise InputError(f"{path}: cannot be read ({first}): judge again (the log's pairs are "
-                         "not asked again)") from None
+                         "damaged)", JUDGE_AGAIN)
+    frame = read_parquet(path, repair=JUDGE_AGAIN)
     if problem := frame_grade_problem(frame):
-        raise InputError(f"{path}: {problem}: judge again (the log's pairs are not asked "
-                         "again)")
+        raise InputError(f"{path}: {problem}", JUDGE_AGAIN)
     return frame
 
 
