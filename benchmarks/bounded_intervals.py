@@ -32,7 +32,7 @@ Three parts:
    of two sizes, three draws, two models, relevance planted at known rates, the sample drawn
    as sample.py draws it and inferred.py's estimators) at 25 queries (SAMPLE 8) and 50
    (SAMPLE 20): the coverage of the population mean of jkAP, infAP, infP@10 and infNDCG@10 by
-   the symmetric interval and by the shipped one (`inferred.bounded_interval`), with the
+   the symmetric interval and by the shipped one (`intervals.bounded_interval`), with the
    sample and from the citations alone.
 3. **The differences' interval below 30 queries** (the judged pairs', the variance
    section's): its false positives at a true difference of 0 over interval_level.py's grid,
@@ -64,7 +64,7 @@ from pipeline.evaluation.significance import (  # noqa: E402
     logit_interval,
 )
 from pipeline.evaluation.variance import half_widths, mean_squares  # noqa: E402
-from pipeline.judging.inferred import bounded_interval  # noqa: E402
+from pipeline.judging.intervals import bounded_interval  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results"
 SEED = 71
@@ -202,7 +202,7 @@ def bootstrap(rng: np.random.Generator, per_query: np.ndarray, chunk: int = 100
 def shipped_half(values: np.ndarray) -> np.ndarray:
     """The report's half-width of each data set's mean (`half_widths`' queries and draws;
     with one draw the queries' t), with the fallback where it is 0 while the values differ:
-    MS_R replaced by max(MS_R, MS_E) and MS_Q untruncated (inferred.py's `mean_interval`)."""
+    MS_R replaced by max(MS_R, MS_E) and MS_Q untruncated (intervals.py's `bounded_interval`)."""
     q, r = values.shape[1:]
     _, ms_q, ms_r, ms_e = mean_squares(values)
     half = half_widths(ms_q, ms_r, ms_e, q, r)[1]
@@ -281,7 +281,7 @@ def judged(sets: int) -> list[dict]:
                             target = float(values.mean())
                         mean = values.mean(axis=(1, 2))
                         half = shipped_half(values)
-                        # the report's own: inferred.bounded_interval, data set by data set
+                        # the report's own: intervals.bounded_interval, data set by data set
                         shipped = np.array([[i.low, i.high] for i, _ in map(bounded_interval,
                                                                              values)])
                         for name, (low, high) in (("symmetric", (mean - half, mean + half)),
@@ -357,7 +357,7 @@ def markdown(report: dict) -> list[str]:
              "queries alone (R = 1, and the bootstraps of each query's mean over the R draws, "
              "as the significance section averages repeats) the mean given the pools drawn. "
              "symmetric: the report's mean ± half before issue 71; **logit**: shipped for the "
-             "judged means (inferred.bounded_interval); arcsine: the alternative measured; "
+             "judged means (intervals.bounded_interval); arcsine: the alternative measured; "
              "**bootstrap**: the significance section's percentile bootstrap (shipped, kept); "
              "BCa and logit-t boot (the studentised bootstrap on the logit scale): alternatives "
              "measured for it. A data set whose values all agree gets `agreeing_interval` "
@@ -401,7 +401,7 @@ def markdown(report: dict) -> list[str]:
               "300 candidates, two models); coverage of the population mean (with the sample: "
               "the truth's, every frame candidate judged, so an estimator's bias lowers it; "
               "cited: the citations' own mean) by the symmetric interval before and the "
-              "shipped one (inferred.bounded_interval); MC error about 1.1 points.", "",
+              "shipped one (intervals.bounded_interval); MC error about 1.1 points.", "",
               "| Q (SAMPLE) | pool | model | metric | kind | population mean | symmetric "
               "(share outside [0, 1]) | shipped |", "|---|---|---|---|---|---|---|---|"]
     pairs: dict[tuple, dict[str, dict]] = {}

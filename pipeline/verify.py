@@ -46,7 +46,6 @@ from pipeline.core.logs import counted
 from pipeline.core.repair import PIPELINE, Placeholder, Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
 from pipeline.encoding.store import store_repair
-from pipeline.judging.assessor import LOG_VERSION
 from pipeline.judging.files import (
     MOVE_LOG,
     SpecialFile,
@@ -57,6 +56,7 @@ from pipeline.judging.files import (
     open_regular,
     parse_record,
 )
+from pipeline.judging.judgments import LOG_VERSION
 from pipeline.judging.stage import SAMPLE_STAGE, changed_runs, folder_repair, sampling_repair
 from pipeline.layout import (
     ANALYSED,

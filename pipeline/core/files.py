@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.core.atomic import atomic_path
-from pipeline.core.errors import InputError
+from pipeline.core.errors import InputError, first_line
 from pipeline.core.repair import Repair
 
 VERIFY = Repair("verify", note="it names the command that rebuilds what is damaged")
@@ -82,8 +82,11 @@ def read_json(path: Path, repair: Repair | None = None) -> dict[str, Any]:
     return obj
 
 
-def read_parquet(path: Path, columns: list[str] | None = None) -> Any:
-    """A parquet file as a polars DataFrame, or a one-line InputError naming the file."""
+def read_parquet(path: Path, columns: list[str] | None = None,
+                 repair: Repair | None = None) -> Any:
+    """A parquet file as a polars DataFrame, or a one-line InputError naming the file; one that
+    cannot be read carries `repair` where the caller knows what remakes it (else verify,
+    which names it)."""
     import polars as pl
 
     try:
@@ -91,7 +94,7 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> Any:
     except FileNotFoundError:
         raise InputError(f"{path} is missing: rerun the stage that writes it") from None
     except (OSError, pl.exceptions.PolarsError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"{path} is corrupt or truncated ({first})", VERIFY) from None
+        raise InputError(f"{path} cannot be read as parquet ({first_line(exc)})",
+                         repair or VERIFY) from None
 
 

@@ -60,7 +60,8 @@ from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
 from pipeline.external.csfcube import FACETS
 from pipeline.external.csfcube import LEVEL as CSFCUBE_LEVEL
-from pipeline.judging.assessor import PAIR_TEXTS, Assessor, judge, paper_texts
+from pipeline.judging.assessor import Assessor
+from pipeline.judging.judgments import PAIR_TEXTS, judge, paper_texts
 from pipeline.layout import agreement_paths, judging_log_path, pool_names
 from pipeline.pools.build import load_pool, pool_manifest
 
@@ -382,7 +383,7 @@ def _finite(value: float) -> float | None:
 def assessor_grades(pairs: pl.DataFrame, source: Grades, log_path: Path | None = None,
                     concurrency: int = 4, progress: bool = True) -> pl.DataFrame:
     """The judgments (query, doc, grade) of `pairs` (query, doc, PAIR_TEXTS) by `source`: an
-    Assessor (judging/assessor.py's judge; an api assessor's answers in its log at
+    Assessor (judging/judgments.py's judge; an api assessor's answers in its log at
     `log_path`), a judgments frame as it is, or a callable given the pairs."""
     if isinstance(source, Assessor):
         judged = judge(pairs.select("query", "doc", *PAIR_TEXTS), source,

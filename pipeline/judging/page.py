@@ -36,15 +36,8 @@ import polars as pl
 
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
-from pipeline.judging.assessor import (
-    GRADES,
-    LABELS_HEADER,
-    MISSING_TEXT,
-    TEMPLATE,
-    own_queries,
-    paper_texts,
-    with_texts,
-)
+from pipeline.judging.assessor import GRADES, LABELS_HEADER, MISSING_TEXT, TEMPLATE
+from pipeline.judging.judgments import own_queries, paper_texts, with_texts
 from pipeline.layout import JUDGING_PAGE_SCRIPT, JUDGING_PAGE_STYLE, JUDGING_PAGE_TEMPLATE
 
 log = logging.getLogger(__name__)
@@ -129,7 +122,7 @@ def page_data(pairs: pl.DataFrame, papers: pl.DataFrame,
     then candidate), each paper's (title, abstract) once, each pair's place (query n of Q,
     candidate m of M), the grades' meanings, the TSV's header and file name, the digest.
     `queries` (corpusid, title, abstract): the queries' own texts where they are no papers of
-    the corpus (a collection's, as make judge sends them: assessor.own_queries), kept apart
+    the corpus (a collection's, as make judge sends them: judgments.own_queries), kept apart
     from the papers' (`query_texts`: a claim's id may be a document's too)."""
     wanted = _as_ids(_pairs(pairs), "doc", papers)
     wanted = _as_ids(wanted, "query", papers if queries is None else queries)
@@ -161,7 +154,7 @@ def page_data(pairs: pl.DataFrame, papers: pl.DataFrame,
 
 def query_texts(corpus_dir: Path, pairs: Mapping[str, pl.DataFrame]) -> pl.DataFrame | None:
     """The queries' texts of `pairs` (pool -> its drawn pairs) as make judge sends them to the
-    assessor: a pool's own query texts where its queries carry them (assessor.own_queries: a
+    assessor: a pool's own query texts where its queries carry them (judgments.own_queries: a
     collection's, make import-beir), else its query papers' (the corpus's); None where every
     pool's queries are papers of the corpus (page_data then reads them from the papers)."""
     own = {pool: own_queries(corpus_dir, pool) for pool in pairs}

@@ -16,7 +16,7 @@ them) and the current runs of the models: its manifest records the models, SAMPL
 the depth and the runs' sha256, so the same inputs keep the file and its manifest as they are
 (byte-identical), and a pool whose runs changed is sampled again (in the same folder).
 Judgments are counted only while their manifest's pairs are their sample's
-(assessor.pairs_digest): the report never counts judgments of another sample, and says in its
+(judgments.pairs_digest): the report never counts judgments of another sample, and says in its
 own text which files it left out and why (`judged_pools`' `LeftOut`).
 """
 
@@ -39,14 +39,8 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Placeholder, Repair
-from pipeline.judging.assessor import (
-    Assessor,
-    Judged,
-    judge_pool,
-    pairs_digest,
-    paper_texts,
-    read_judgments,
-)
+from pipeline.judging.assessor import Assessor
+from pipeline.judging.judgments import Judged, judge_pool, pairs_digest, paper_texts, read_judgments
 from pipeline.judging.page import query_texts, write_page
 from pipeline.judging.sample import DEPTH, draw_sample, pairs_to_judge
 from pipeline.layout import (

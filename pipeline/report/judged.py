@@ -16,18 +16,20 @@ import polars as pl
 from pipeline.core.logs import counted
 from pipeline.evaluation.significance import too_few
 from pipeline.judging.inferred import (
-    DIFFERENCE_RANGE,
     JK_BIAS,
     JK_WITHIN_SAMPLE,
+    ThinStratum,
+    jkap_thin,
+    missed,
+    pool_values,
+)
+from pipeline.judging.intervals import (
+    DIFFERENCE_RANGE,
     METRIC_RANGE,
     SHIFT_RANGE,
     SIMULATED_QUERIES,
-    ThinStratum,
     differences,
-    jkap_thin,
     means,
-    missed,
-    pool_values,
 )
 from pipeline.judging.stage import JudgedPool, LeftOut, judged_pools
 from pipeline.layout import Place, format_size
@@ -44,7 +46,7 @@ STAND_IN = "a deterministic stand-in, NOT a judgment of relevance: it exercises 
 ALL_EQUAL = "(all equal)"  # an interval from agreeing values away from the range's bounds
 NO_SPREAD = "(no spread)"  # the missed count whose stratified variance is 0: no interval
 CENSUS = "(every frame candidate judged)"  # the missed count known exactly: no interval
-# The means' interval (inferred.bounded_interval) in benchmarks/bounded_intervals.py, at
+# The means' interval (intervals.bounded_interval) in benchmarks/bounded_intervals.py, at
 # SIMULATED_QUERIES queries (values in [0, 1] of three kinds, means 0.013 to 0.99): its
 # coverage, lowest and highest, by the draws simulated
 MEANS_COVERAGE = {3: (0.944, 0.990), 1: (0.873, 0.973)}
@@ -163,7 +165,7 @@ def _x100(value: float | None) -> str:
 
 def _interval(value: float | None, low: float | None, high: float | None, agree: bool = False,
               queries: int = 2, bounds: tuple[float, float] = METRIC_RANGE) -> str:
-    """A value x100 and its 95% interval (inferred.bounded_interval: inside `bounds`, never a
+    """A value x100 and its 95% interval (intervals.bounded_interval: inside `bounds`, never a
     point): where every value agreed (`agree`), at a bound the one-sided bound it is, "100.0
     [≥ 88.7]" or "0.0 [≤ 11.3]", elsewhere the interval marked "(all equal)"; n/a where there
     is none (fewer than 2 queries)."""

@@ -16,6 +16,7 @@ from pipeline.core import atomic, checksums, manifests
 from pipeline.core.atomic import atomic_dir, atomic_path, stale_temporaries, sweep, temp_prefix
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, read_parquet, write_json, write_parquet
+from pipeline.core.repair import Repair
 from tests.conftest import CHILD_BOUND_S
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,8 +84,12 @@ def test_corrupt_json_and_parquet_are_named(tmp_path):
     write_parquet(pa.table({"corpusid": list(range(1000))}), tmp_path / "c.parquet")
     data = (tmp_path / "c.parquet").read_bytes()
     (tmp_path / "c.parquet").write_bytes(data[: len(data) // 2])
-    with pytest.raises(InputError, match=r"c\.parquet is corrupt or truncated"):
+    with pytest.raises(InputError, match=r"c\.parquet cannot be read as parquet .*; repair: "
+                       r"make verify"):
         read_parquet(tmp_path / "c.parquet")
+    with pytest.raises(InputError, match=r"c\.parquet cannot be read as parquet .*; repair: "
+                       r"draw it again$"):  # the caller's repair, where it knows one
+        read_parquet(tmp_path / "c.parquet", repair=Repair("", note="draw it again"))
     with pytest.raises(InputError, match="is missing"):
         read_parquet(tmp_path / "nothing.parquet")
 

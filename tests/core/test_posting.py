@@ -285,8 +285,9 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.encoding import served
-from pipeline.judging import assessor as judging
-from pipeline.judging.assessor import PAIR_TEXTS, assessor
+from pipeline.judging import judgments as judging
+from pipeline.judging.assessor import assessor
+from pipeline.judging.judgments import PAIR_TEXTS
 from pipeline.models import served_model
 
 kind, url, log_path = sys.argv[1], sys.argv[2], Path(sys.argv[3])

@@ -39,12 +39,9 @@ from pipeline.judging.assessor import (
     Pair,
     StandinAssessor,
     assessor,
-    judge,
-    judge_pool,
     parse_grade,
-    read_judgments,
-    with_texts,
 )
+from pipeline.judging.judgments import judge, judge_pool, read_judgments, with_texts
 from pipeline.layout import PREFILTERED, judging_log_path, judgments_manifest, judgments_path
 from tests.servers import URL_SECRET, LocalServer, running
 
@@ -206,7 +203,8 @@ KILLED = """
 import sys
 from pathlib import Path
 import polars as pl
-from pipeline.judging.assessor import assessor, judge_pool
+from pipeline.judging.assessor import assessor
+from pipeline.judging.judgments import judge_pool
 runs, corpus_dir, pairs = Path(sys.argv[1]), Path(sys.argv[2]), pl.read_parquet(sys.argv[3])
 judge_pool(runs, corpus_dir, "{corpus}", "{pool}", pairs, assessor("api:{model}"),
            concurrency=1)

@@ -28,13 +28,10 @@ from pipeline.judging.assessor import (
     REFUSED_IN_A_ROW,
     UNGRADED_IN_A_ROW,
     fenced_text,
-    judge,
-    judge_pool,
     parse_grade,
-    read_judgments,
     same_model,
-    with_texts,
 )
+from pipeline.judging.judgments import judge, judge_pool, read_judgments, with_texts
 from pipeline.layout import (
     POOL_QRELS,
     PREFILTERED,

@@ -1,6 +1,6 @@
 """The estimators (pipeline/judging/inferred.py): simulated under the pipeline's design
 (tests/judging/simulation.py), equal to trec_eval's, ir_measures' and trectools' numbers where
-they compute the same, and the pairs' verdicts.
+they compute the same, and the API's refusals (the pairs' verdicts: test_intervals.py).
 
 Monte Carlo error: a bias is the mean over data sets of (estimate - truth), each data set's
 mean over its 30 queries x 3 draws, paired on the same data (only the sample differs); its MC
@@ -23,10 +23,8 @@ from pipeline.judging.inferred import (
     JK_BIAS,
     JK_WITHIN_SAMPLE,
     Lists,
-    differences,
     jkap_thin,
     list_metrics,
-    means,
     metric_names,
     missed,
     pool_values,
@@ -517,8 +515,10 @@ def test_the_api_scores_one_run_in_ranxs_order():
         "cited"].mean() == pytest.approx(cited["map"], abs=1e-12)
 
 
-def test_the_api_refuses_in_one_line():
+def test_the_api_refuses_in_one_line(tmp_path):
     truth, runs, _, qrels = _data(seed=7)
+    not_parquet = tmp_path / "sample.parquet"
+    not_parquet.write_text("query,doc,stratum,sampled\n1,2,0,true\n")
     sample = draw_sample("all-1k-r0", qrels, runs, 20, seed=1)
     run_ = runs["bm25"].with_columns(score=-pl.col("rank"))
     judgments = _judge(sample, truth)
@@ -528,6 +528,9 @@ def test_the_api_refuses_in_one_line():
         "negative": (qrels, run_, judgments.with_columns(grade=pl.lit(-1)), sample,
                      "grade -1"),
         "no sample": (qrels, run_, judgments, "nowhere.parquet", "is not a file"),
+        "not parquet": (qrels, run_, judgments, not_parquet,
+                        "sample.parquet cannot be read as parquet .*; repair: give the file "
+                        "draw_sample's frame was written to"),
         "columns": (qrels, run_, judgments, sample.drop("stratum"), "no column stratum"),
         "order": (run_, qrels, judgments, sample, "the qrels first"),
     }
@@ -558,35 +561,3 @@ def test_missed_relevant_per_query_with_its_interval():
     for row in check.iter_rows(named=True):
         assert row["missed"] == pytest.approx(row["estimate"])
         assert row["low"] >= row["found_right"] and row["high"] > row["missed"]
-
-
-def _values(pools: dict[str, tuple[float, float]], queries: int = 30) -> pl.DataFrame:
-    """Per-query values of models a and b in each pool: (cited, inferred) means of a - b."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for pool, (cited, inferred) in pools.items():
-        for q in range(queries):
-            base = rng.normal(0.3, 0.1)
-            for model, sign in (("a", 1), ("b", 0)):
-                rows.append({"pool": pool, "model": model, "query": f"q{q}",
-                             "metric": "infAP",
-                             "cited": base + sign * cited + rng.normal(0, 0.02),
-                             "inferred": base + sign * inferred + rng.normal(0, 0.02)})
-    return pl.DataFrame(rows)
-
-
-def test_a_pair_whose_order_the_sample_reverses_says_so():
-    values = _values({f"all-2k-r{r}": (0.05, -0.05) for r in range(3)}
-                     | {f"all-5k-r{r}": (0.05, 0.04) for r in range(3)})
-    pairs = differences(values).sort("size")
-    reversed_, kept = pairs.row(0, named=True), pairs.row(1, named=True)
-    assert (reversed_["size"], reversed_["draws"], reversed_["queries"]) == (2000, 3, 30)
-    assert reversed_["reversed"] and reversed_["verdict"].startswith("reversed, significantly")
-    assert reversed_["cited"] == pytest.approx(0.05, abs=0.01)
-    assert reversed_["inferred"] == pytest.approx(-0.05, abs=0.01)
-    assert reversed_["shift"] == pytest.approx(-0.10, abs=0.01)
-    assert reversed_["shift_high"] < 0 < reversed_["cited_low"]
-    assert not kept["reversed"] and kept["verdict"].startswith("kept")
-    table = means(values)
-    assert table.height == 4 and set(table["model"]) == {"a", "b"}
-    assert (table["low"] < table["inferred"]).all() and (table["inferred"] < table["high"]).all()

@@ -18,7 +18,8 @@ import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import Roots
-from pipeline.judging.assessor import Pair, StandinAssessor, judge_pool
+from pipeline.judging.assessor import Pair, StandinAssessor
+from pipeline.judging.judgments import judge_pool
 from pipeline.judging.sample import pairs_to_judge
 from pipeline.judging.stage import (
     judge_corpus,

@@ -31,18 +31,21 @@ from pipeline.external.beir import import_beir
 from pipeline.judging import assessor as judging
 from pipeline.judging.assessor import (
     LABELS_HEADER,
-    LOG_VERSION,
     ApiAssessor,
     FileAssessor,
     StandinAssessor,
     assessor,
-    judge_pool,
     judgment,
-    read_judgments,
     read_labels,
-    write_judgments,
 )
 from pipeline.judging.files import MAX_LINE
+from pipeline.judging.judgments import (
+    LOG_VERSION,
+    Judged,
+    judge_pool,
+    read_judgments,
+    write_judgments,
+)
 from pipeline.judging.stage import judge_corpus, sampling
 from pipeline.layout import (
     PREFILTERED,
@@ -200,7 +203,7 @@ def test_judgments_whose_grades_are_not_integers_0_to_3_are_refused(tmp_path):
     """A judgments file, vouched for by its manifest, whose grade column is a float is
     refused when it is read (the report leaves it out), not counted."""
     _, pairs = make_corpus(tmp_path)
-    judged = judging.Judged(pairs.with_columns(grade=pl.lit(2.0), assessor=pl.lit("x")))
+    judged = Judged(pairs.with_columns(grade=pl.lit(2.0), assessor=pl.lit("x")))
     path = tmp_path / "judged.parquet"
     write_judgments(judged, path, StandinAssessor(0), pairs)
     with pytest.raises(InputError, match=r"its grades are of type Float64, not integers 0-3"):

@@ -21,7 +21,7 @@ import pytest
 import pipeline
 from pipeline.evaluation.evaluate import collect_results, eval_run
 from pipeline.evaluation.significance import agreeing_interval, bootstrap_ci, logit_interval
-from pipeline.judging.inferred import bounded_interval, differences, means, verdict
+from pipeline.judging.intervals import bounded_interval, differences, means
 from pipeline.layout import Place, pool_names
 from pipeline.models import get_model
 from pipeline.report.build import Report
@@ -240,35 +240,6 @@ def test_agreeing_values_give_the_clopper_pearson_bound_never_a_point():
         "0.0 [-11.3, 11.3] (all equal)"
 
 
-def test_a_mean_near_a_bound_stays_inside_and_keeps_its_symmetric_level_in_the_middle():
-    rng = np.random.default_rng(71)
-    low_values = np.zeros((25, 3))  # two queries retrieve something: a mean of 0.012
-    low_values[0], low_values[1] = 0.2, 0.1 + rng.uniform(0, 0.01, 3)
-    interval, agree = bounded_interval(low_values)
-    assert not agree and 0 < interval.low < interval.difference < interval.high < 1
-    # the symmetric interval it replaces left [0, 1] there
-    symmetric = bounded_interval(low_values, bounds=(-np.inf, np.inf), logit=False)[0]
-    assert symmetric.low < 0 < interval.low
-    high_values = np.where(rng.random((25, 3)) < 0.9, 1.0, 0.5)  # P@10 of 0.95
-    interval = bounded_interval(high_values)[0]
-    assert interval.low < interval.difference < interval.high < 1
-    # in the middle the logit interval is the symmetric one to a few parts in a thousand
-    middle = 0.5 + rng.normal(0, 0.1, (50, 3))
-    logit, plain = bounded_interval(middle)[0], bounded_interval(middle, logit=False)[0]
-    assert logit.high - logit.low == pytest.approx(plain.high - plain.low, rel=0.01)
-    # vectorised as the benchmark reads it: logit_interval of the mean and the half-width
-    half = plain.high - plain.difference
-    assert logit_interval(plain.difference, half) == pytest.approx((logit.low, logit.high))
-
-
-def test_a_point_interval_from_varying_values_is_widened():
-    """Column means equal (MS_R 0) and query means equal (MS_Q 0 <= MS_E): the shipped
-    half-width is 0 though the values differ; the interval is not a point."""
-    y = np.array([[0.2, 0.4], [0.4, 0.2]] * 5)
-    interval, agree = bounded_interval(y)
-    assert not agree and interval.low < interval.difference < interval.high
-
-
 def _values(pools: dict[str, tuple[float, float]], noise: float, queries: int = 25
             ) -> pl.DataFrame:
     """Per-query values of models a and b in each pool (VALUE_SCHEMA's columns): their
@@ -296,23 +267,6 @@ def test_a_sign_change_inside_the_interval_is_not_determined_not_reversed():
     assert unclear["inferred"] < 0 < unclear["cited"] and unclear["low"] < 0 < unclear["high"]
     assert not unclear["reversed"] and unclear["verdict"].startswith("not determined")
     assert clear["high"] < 0 and clear["reversed"] and clear["verdict"].startswith("reversed")
-
-
-def test_verdicts_read_the_new_interval():
-    from pipeline.evaluation.variance import Interval
-
-    def gap(d: float, low: float, high: float) -> Interval:
-        return Interval(d, low, high, low, high)
-
-    above, below, holds = gap(0.05, 0.01, 0.09), gap(-0.05, -0.09, -0.01), gap(0.01, -0.02, 0.04)
-    assert verdict(above, below, "a", "b").startswith("reversed, significantly")
-    assert verdict(holds, below, "a", "b").startswith("reversed, the new order significant")
-    assert verdict(above, above, "a", "b").startswith("kept, significant both ways")
-    assert verdict(holds, above, "a", "b").startswith("kept, now significant")
-    assert verdict(above, gap(-0.01, -0.04, 0.02), "a", "b") == (
-        "not determined: the interval with the sample holds 0 (the citations' excludes it) "
-        "(a > b -> a < b)")
-    assert verdict(gap(0.0, -0.01, 0.01), below, "a", "b").startswith("ordered by the sample")
 
 
 def test_the_significance_section_says_its_level_and_where_rows_lie_outside():
