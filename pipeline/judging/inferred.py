@@ -908,11 +908,10 @@ def inferred(qrels: Qrels, run: Run, judgments: Judgments, sample: Sample, *,
     statAP, infNDCG, infNDCG@k and infP@k at CUTOFFS (module doc), or with `per_query=True` a
     DataFrame (query, one column per metric). `qrels` and `run` in any form `score` takes;
     `judgments`: a DataFrame (query, doc, grade: the judgments artifact) or any qrels form;
-    `sample`: one pool's sample (sample.py), a DataFrame or its parquet file."""
+    `sample`: one pool's sample (sample.py), a DataFrame or its parquet file. Its arguments
+    are checked at the API's door (pipeline.inferred), by their annotations."""
     from pipeline.evaluation.score import as_qrels, as_run
 
-    if not isinstance(per_query, bool):
-        raise InputError(f"per_query={per_query!r}: give True or False")
     citations = as_qrels(qrels)
     ranked = as_run(run).select("query", "doc", "rank")
     frame = _as_sample(sample)

@@ -538,6 +538,9 @@ def test_the_api_refuses_in_one_line(tmp_path):
         with pytest.raises(InputError, match=says) as refused:
             pipeline.inferred(*arguments)
         assert "\n" not in str(refused.value), what
+    with pytest.raises(InputError, match="per_query") as refused:  # its annotation, at the door
+        pipeline.inferred(qrels, run_, judgments, sample, per_query="yes")
+    assert "\n" not in str(refused.value)
 
 
 def test_missed_relevant_per_query_with_its_interval():
