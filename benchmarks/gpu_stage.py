@@ -770,8 +770,8 @@ def infinity_runs(folder: Path, texts: list[str], ours: Encoder, batch_size: int
 def family_encoder(model: str, folder: Path, settings: dict):
     """`model` (an st: name) on `folder`, routed to its folder's kind and loaded by that kind's
     encoder in the run's precision, as the embed stage loads it."""
+    from pipeline.encoding.encoder_kinds import encoder_class
     from pipeline.encoding.families import routed
-    from pipeline.encoding.kinds import encoder_class
 
     entry = routed(chosen_model(model, precision=settings["precision"]), folder)
     return encoder_class(entry.kind)(entry, model_path=folder, device=settings["device"])

@@ -34,7 +34,7 @@ from machine import machine  # noqa: E402
 
 from pipeline.core.files import write_json  # noqa: E402
 from pipeline.encoding.identity import COUNTERS, model_files, model_identity  # noqa: E402
-from pipeline.encoding.identity_checks import MODEL_IDENTITY, check_identity  # noqa: E402
+from pipeline.encoding.store_identity import MODEL_IDENTITY, check_identity  # noqa: E402
 from pipeline.layout import MANIFEST, Place, model_digests_path, store_dir  # noqa: E402
 from pipeline.models import get_model  # noqa: E402
 from tests.conftest import assemble_mpnet  # noqa: E402

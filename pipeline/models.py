@@ -94,9 +94,10 @@ class ModelEntry:
 @dataclass(frozen=True)
 class EncoderKind:
     """An embedded kind's encoder: its class, and which of the class's hooks the embed stage
-    asks it (pipeline/encoding/kinds.py). Said here, so that checking a current store of a
-    kind without them does not import its class's module (torch and transformers: seconds
-    per process); `kinds.encoder_class` refuses a class that disagrees once imported."""
+    asks it (pipeline/encoding/encoder_kinds.py). Said here, so that checking a current store
+    of a kind without them does not import its class's module (torch and transformers:
+    seconds per process); `encoder_kinds.encoder_class` refuses a class that disagrees once
+    imported."""
 
     encoder: str  # "module:Class", imported only when a model of the kind is embedded
     # its class has `identity_change(config, entry)`: what makes a store another model's, known
@@ -104,7 +105,7 @@ class EncoderKind:
     own_identity: bool = False
     # its class adds to a store's settings (`config_for`, optional `columns`: a multi-vector
     # store's splitter and pooling, a served entry's endpoint check); else nothing beyond the
-    # entry (kinds.PlainSettings)
+    # entry (encoder_kinds.PlainSettings)
     adds_settings: bool = False
     # its weights are files of its own (a folder, a hub snapshot), whose identity a store
     # records; not an object's (the caller's) or a served model's (its endpoint's)
@@ -113,8 +114,8 @@ class EncoderKind:
 
 # The encoder of each embedded kind: a new kind is its class plus one entry here (its
 # retriever is registered in pipeline/retrieval/registry.py). Classes are imported only when a
-# model is embedded (pipeline/encoding/kinds.py, encoder_class), so this module stays standard
-# library only.
+# model is embedded (pipeline/encoding/encoder_kinds.py, encoder_class), so this module stays
+# standard library only.
 ENCODERS: dict[str, EncoderKind] = {
     "dense": EncoderKind("pipeline.encoding.encoders:Encoder"),
     "multi-vector": EncoderKind("pipeline.encoding.multivector:SentenceEncoder",
@@ -283,8 +284,9 @@ def hf_model(spec: str) -> ModelEntry:
 # kept in the entry.
 API_PREFIX, API_FILE_PREFIX, API_KIND = "api:", "api--", "api"
 API_URL, API_BATCH, API_CONCURRENCY = "EMBEDDINGS_URL", "EMBEDDINGS_BATCH", "EMBEDDINGS_CONCURRENCY"
-# a served reranker's file name always has its org part (NO_ORG where its name has none), so
-# that a reranked run's name splits back into its two stages (rerank_parts)
+# a served reranker's file name always has its org part (NO_ORG where its name has none), and
+# so has a served embedder's inside a composed name (part_name), so that a fused or reranked
+# run's name splits back into its parts (MULTIPART_NAMES)
 RERANK_API_PREFIX, RERANK_API_FILE_PREFIX = "rerank-api:", "rerank-api--"
 RERANK_API_KIND, RERANK_URL, NO_ORG = "served-reranker", "RERANK_URL", "_"
 # each served kind's URL variable, and the example its refusals give
@@ -355,8 +357,9 @@ def request_setting(variable: str, value: str) -> int:
 
 
 def served_model(spec: str, environ: Mapping[str, str] | None = None) -> ServedModel:
-    """The model `api:<model>` (or its file-safe name `api--<org>--<name>`) of the endpoint
-    EMBEDDINGS_URL, or the reranker `rerank-api:<model>` (`rerank-api--<org>--<name>`, org
+    """The model `api:<model>` (or its file-safe name `api--<org>--<name>`, `api--<name>`
+    without an org, `api--_--<name>` inside a composed name) of the endpoint EMBEDDINGS_URL,
+    or the reranker `rerank-api:<model>` (`rerank-api--<org>--<name>`, org
     NO_ORG for a name without one) of RERANK_URL, requested EMBEDDINGS_BATCH inputs at a
     time, EMBEDDINGS_CONCURRENCY requests at once (from `environ`, default the process's).
     Without its URL its endpoint is empty: the name is known, but nothing can be sent."""
@@ -364,10 +367,8 @@ def served_model(spec: str, environ: Mapping[str, str] | None = None) -> ServedM
     reranker = spec.startswith((RERANK_API_PREFIX, RERANK_API_FILE_PREFIX))
     prefix, file_prefix, kind = ((RERANK_API_PREFIX, RERANK_API_FILE_PREFIX, RERANK_API_KIND)
                                  if reranker else (API_PREFIX, API_FILE_PREFIX, API_KIND))
-    if spec.startswith(file_prefix):
-        model = spec[len(file_prefix):].replace("--", "/", 1)
-        if reranker:
-            model = model.removeprefix(f"{NO_ORG}/")
+    if spec.startswith(file_prefix):  # as a composed name holds it: org NO_ORG for none
+        model = spec[len(file_prefix):].replace("--", "/", 1).removeprefix(f"{NO_ORG}/")
     else:
         model = spec[len(prefix):]
     if not _HF_ID.fullmatch(model) or "--" in model:
@@ -450,7 +451,16 @@ def fused_name(method: str, models: list[str]) -> str:
     if len(models) < 2 or len(set(models)) != len(models):
         raise InputError(f"MODELS needs two or more different models (MODELS=a,b), got "
                          f"{','.join(models) or 'none'}")
-    return FUSION_PREFIX + "--".join([method, *(get_model(m).name for m in models)])
+    return FUSION_PREFIX + "--".join([method, *(part_name(get_model(m)) for m in models)])
+
+
+def part_name(entry: ModelEntry) -> str:
+    """`entry`'s name as a part of a fused name: a served embedder's with its org part (NO_ORG
+    where its name has none: `api--_--<name>`), so that the fused name splits back
+    (fusion_parts); any other model's own name."""
+    if entry.kind == API_KIND and "/" not in entry.hf_id:
+        return entry.name.replace(API_FILE_PREFIX, f"{API_FILE_PREFIX}{NO_ORG}--", 1)
+    return entry.name
 
 
 RERANK_PREFIX = "rerank--"
@@ -515,17 +525,19 @@ def rerank_parts(name: str) -> tuple[str, str]:
 MULTIPART_NAMES = {HF_FILE_PREFIX.removesuffix("--"): 4,  # hf--org--name--pooling
                    ST_FILE_PREFIX.removesuffix("--"): 3,  # st--org--name
                    VECTORS_FILE_PREFIX.removesuffix("--"): 2,  # vectors--name
-                   RERANK_API_FILE_PREFIX.removesuffix("--"): 3}  # rerank-api--org--name
+                   RERANK_API_FILE_PREFIX.removesuffix("--"): 3,  # rerank-api--org--name
+                   API_FILE_PREFIX.removesuffix("--"): 3}  # api--org--name, in a composed name
 
 
 def fusion_parts(name: str) -> tuple[str, list[str]]:
-    """`fuse--rrf--bm25--minilm` -> ("rrf", ["bm25", "minilm"]); hf-- and vectors-- models
-    inside keep their own `--`, so parts are split where a model's name starts."""
+    """`fuse--rrf--bm25--minilm` -> ("rrf", ["bm25", "minilm"]): the models' names (their runs'
+    folders); hf--, st--, vectors-- and api-- parts keep their own `--` (MULTIPART_NAMES), so
+    parts are split where a model's name starts."""
     method, _, rest = name[len(FUSION_PREFIX):].partition("--")
     parts, models = rest.split("--"), []
     while parts:
         size = MULTIPART_NAMES.get(parts[0], 1)
-        models.append("--".join(parts[:size]))
+        models.append(get_model("--".join(parts[:size])).name)
         parts = parts[size:]
     fused_name(method, models)  # checks
     return method, models
@@ -639,7 +651,7 @@ def get_model(name: str) -> ModelEntry:
         if entry.kind not in PROMPTED_KINDS:
             raise InputError(f"MODEL {name!r}: +{tag} names a query prompt, and {entry.name} "
                              f"is a {entry.kind} model, which takes none")
-        return replace(entry, name=name)
+        return replace(entry, name=f"{entry.name}{PRECISION_SEP}{tag}")
     base, sep, precision = name.rpartition(PRECISION_SEP)
     if sep and not composed:
         return with_precision(get_model(base), precision)

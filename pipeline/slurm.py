@@ -262,7 +262,7 @@ def replace_before_array(place: Place, entry: ModelEntry, model_path: str | None
     refused until it has ended."""
     if not entry.embedded:
         return
-    from pipeline.encoding.identity_checks import (
+    from pipeline.encoding.store_identity import (
         changed_identity,
         check_identity,
         model_variables,

@@ -29,17 +29,17 @@ from pipeline.core.logs import progress
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file, text_digests
 from pipeline.encoding.coverage import mark_covered, missing_ids
-from pipeline.encoding.current import (
-    check_settings,
-    digest_columns,
-    optional_columns,
-    reconcile,
-    store_inputs,
-    text_format,
+from pipeline.encoding.encoder_kinds import (
+    encoder_class,
+    encoder_kind,
+    loaded_settings,
+    settings_class,
 )
 from pipeline.encoding.families import routed
 from pipeline.encoding.identity import FOLDER_KINDS
-from pipeline.encoding.identity_checks import (
+from pipeline.encoding.reuse import REUSED_KINDS, reuse
+from pipeline.encoding.store import DTYPES, repair_store, shard_of
+from pipeline.encoding.store_identity import (
     MODEL_IDENTITY,
     adopt_identity,
     changed_identity,
@@ -48,9 +48,14 @@ from pipeline.encoding.identity_checks import (
     probe_change,
     replace_store,
 )
-from pipeline.encoding.kinds import encoder_class, encoder_kind, loaded_settings, settings_class
-from pipeline.encoding.reuse import REUSED_KINDS, reuse
-from pipeline.encoding.store import DTYPES, repair_store, shard_of
+from pipeline.encoding.store_texts import (
+    check_settings,
+    digest_columns,
+    optional_columns,
+    reconcile,
+    store_inputs,
+    text_format,
+)
 from pipeline.encoding.workers import (
     POOLED_KINDS,
     Work,

@@ -469,7 +469,7 @@ class Encoder:
     def config_for(cls, entry: ModelEntry, columns: list[str]) -> dict:
         """What the store's config adds for `entry` on a corpus that has these of `columns`
         (multi-vector: what a row is). Known without loading the model, so a search can refuse
-        a store made with other settings (current.check_current)."""
+        a store made with other settings (store_texts.check_current)."""
         return {}
 
     def settings(self) -> dict:

@@ -6,7 +6,7 @@ sentence-transformers model, a user's own class) searched like a registered enco
 `object`): it is passed where a model name is (`pipeline.search(..., model=Encoder(...))`),
 never added to the global registry. Its store is `indexes/<corpus>/embeddings/<name>/` and
 records the entry with its fingerprint, so a store of the same name made by another object
-(another fingerprint) is refused, never mixed (current.check_settings). `ObjectEncoder` embeds
+(another fingerprint) is refused, never mixed (store_texts.check_settings). `ObjectEncoder` embeds
 for the embed stage: each paper's input is its title and abstract joined by a space (after
 `prefix`), the object's vectors are taken as float32, in batches of `batch_size` texts,
 each batch advancing the embed stage's progress lines as a registered encoder's do.

@@ -16,9 +16,9 @@ from pipeline.core.checksums import file_problem, fingerprint
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
-from pipeline.encoding.identity_checks import probe_change, replace_repair
-from pipeline.encoding.kinds import encoder_class, loaded_settings
+from pipeline.encoding.encoder_kinds import encoder_class, loaded_settings
 from pipeline.encoding.store import store_repair
+from pipeline.encoding.store_identity import probe_change, replace_repair
 from pipeline.glossary import split_prompt_tag
 from pipeline.layout import MANIFEST, query_vectors_path, query_vectors_record
 from pipeline.models import ModelEntry

@@ -10,8 +10,8 @@ import numpy as np
 from pipeline.core.atomic import is_temporary
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
-from pipeline.encoding.current import current_digests
 from pipeline.encoding.store import vectors_of_texts
+from pipeline.encoding.store_texts import current_digests
 from pipeline.encoding.writer import add_part
 from pipeline.layout import MANIFEST, Place, store_dirs
 

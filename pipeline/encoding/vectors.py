@@ -41,8 +41,8 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import is_corrupt, read_json
 from pipeline.core.repair import Repair
 from pipeline.corpus.files import corpus_file
-from pipeline.encoding.current import current_digests, store_inputs
 from pipeline.encoding.store import id_array, imported_repair, store_parts
+from pipeline.encoding.store_texts import current_digests, store_inputs
 from pipeline.encoding.writer import add_part
 from pipeline.layout import (
     MANIFEST,

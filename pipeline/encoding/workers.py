@@ -258,7 +258,7 @@ class Stall:
 class Work:
     """What every worker needs, sent to it once (picklable: classes and functions by name)."""
 
-    encoder_class: Any  # the entry's encoder class (kinds.encoder_class)
+    encoder_class: Any  # the entry's encoder class (encoder_kinds.encoder_class)
     entry: Any  # the ModelEntry
     model_path: str | None
     read: Callable  # read(corpus_dir, encoder, chunk, columns) -> (token ids, digests)

@@ -49,7 +49,7 @@ from typing import NamedTuple
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.encoding.identity import FOLDER_KINDS
-from pipeline.encoding.identity_checks import MODEL_IDENTITY
+from pipeline.encoding.store_identity import MODEL_IDENTITY
 from pipeline.encoding.writer import MODEL_PATH_KEY
 from pipeline.external.export import check_outside_data
 from pipeline.glossary import split_prompt_tag

@@ -19,8 +19,8 @@ from pipeline.core.files import read_json, read_parquet, write_parquet
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Placeholder, Repair
 from pipeline.core.secrets import shown_url
-from pipeline.encoding.identity_checks import recorded_model_change
 from pipeline.encoding.objects import known_model, object_repair
+from pipeline.encoding.store_identity import recorded_model_change
 from pipeline.encoding.writer import model_path_of
 from pipeline.layout import (
     EMBEDDINGS,
@@ -277,7 +277,7 @@ def _tuning_problem(place: Place, pool: str, info: dict,
 def model_problem(info: dict, index_root: Path, corpus: str, store: Path | None = None
                   ) -> tuple[str, Repair] | None:
     """Why an artifact whose manifest is `info` is stale because a model changed since it was
-    embedded (`identity_checks.recorded_model_change`: weights swapped, another checkpoint behind
+    embedded (`store_identity.recorded_model_change`: weights swapped, another checkpoint behind
     MODEL_PATH), and the repair: embed again with REPLACE=1 (which removes the store and the
     runs searched from it). For a store (`store`, its folder) its own model; for a run, the
     model of each store it searched (its recorded inputs); None when none changed."""

@@ -251,7 +251,7 @@ def search_model(place: Place, entry: ModelEntry, pools: list[str],
         index_pools(place, entry, pools, settings)
     replace = bool(settings.store.get("replace")) and entry.embedded
     if settings.stale_only and entry.embedded:  # a store of another model: no run is current
-        from pipeline.encoding.identity_checks import check_identity
+        from pipeline.encoding.store_identity import check_identity
 
         check_identity(place, entry, settings.store.get("model_path"), replace)
     # REPLACE=1 embeds every pool before any run is kept: a served model's store found
@@ -283,7 +283,7 @@ def check_store_model(place: Place, entry: ModelEntry, pools: list[str],
 
     from pipeline.core.files import is_corrupt
     from pipeline.core.repair import Repair
-    from pipeline.encoding.identity_checks import check_identity
+    from pipeline.encoding.store_identity import check_identity
     from pipeline.layout import MANIFEST, store_dir
 
     if not is_corrupt(store_dir(place.index_root, place.corpus, entry.name) / MANIFEST):

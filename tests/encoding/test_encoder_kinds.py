@@ -20,10 +20,10 @@ import pytest
 import pipeline
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
-from pipeline.encoding.current import check_current
 from pipeline.encoding.embed import embed
-from pipeline.encoding.kinds import encoder_class
+from pipeline.encoding.encoder_kinds import encoder_class
 from pipeline.encoding.objects import ObjectEncoder
+from pipeline.encoding.store_texts import check_current
 from pipeline.layout import MANIFEST, store_dir
 from pipeline.models import ENCODERS, EncoderKind, ModelEntry
 

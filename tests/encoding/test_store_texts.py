@@ -23,10 +23,10 @@ from pipeline.core.checksums import fingerprint
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.encoding.coverage import pool_ids
-from pipeline.encoding.current import check_current
 from pipeline.encoding.embed import embed
 from pipeline.encoding.encoders import Encoder
 from pipeline.encoding.store import DIGEST, load_vectors, stored_ids
+from pipeline.encoding.store_texts import check_current
 from pipeline.layout import MANIFEST, store_dir
 from pipeline.models import REGISTRY, ModelEntry
 
@@ -145,8 +145,8 @@ def test_a_store_made_with_other_settings_is_refused_by_search_and_embed(tiny_en
 def test_a_multi_vector_store_records_the_splitter_a_search_checks(tmp_path):
     """The splitter and pooling a multi-vector store records are what check_settings expects
     of this version: a store split by regex-v2 (lone-dot sentences) is refused."""
-    from pipeline.encoding.current import check_settings
     from pipeline.encoding.multivector import SPLITTER, SentenceEncoder
+    from pipeline.encoding.store_texts import check_settings
     from pipeline.models import get_model
 
     entry = get_model("aspire-cs")
@@ -159,7 +159,7 @@ def test_a_multi_vector_store_records_the_splitter_a_search_checks(tmp_path):
     place = data.place("c")
     store = store_dir(data.indexes, "c", entry.name)
     store.mkdir(parents=True)
-    from pipeline.encoding.current import text_format
+    from pipeline.encoding.store_texts import text_format
 
     config = {"model": entry.describe(), "text_format": text_format(entry),
               "multi_vector": {**config, "splitter": "regex-v2"}}

@@ -52,6 +52,15 @@ def test_names():
     with pytest.raises(InputError, match="single '-'"):  # would not split back
         get_model("vectors:x--bm25")
     assert get_model("fuse--rrf--bm25--random").kind == "fusion"
+    # a served embedder's part always has its org (`_` for none), so the name splits back to
+    # the models' own names, their runs' folders; a query prompt's tag stays on its model
+    served = fused_name("rrf", ["api:text-embedding-3-small", "bm25", "api:org/emb",
+                                "api--x+q1a2b3c4d"])
+    assert served == ("fuse--rrf--api--_--text-embedding-3-small--bm25--api--org--emb--api--_"
+                      "--x+q1a2b3c4d")
+    assert fusion_parts(served) == ("rrf", ["api--text-embedding-3-small", "bm25",
+                                            "api--org--emb", "api--x+q1a2b3c4d"])
+    assert get_model(served).name == served
     for method, models in (("nope", ["bm25", "random"]), ("rrf", ["bm25"]),
                            ("rrf", ["bm25", "bm25"]), ("rrf", ["bm25", "nomodel"])):
         with pytest.raises(InputError):

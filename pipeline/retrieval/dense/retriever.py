@@ -15,7 +15,6 @@ import numpy as np
 import polars as pl
 
 from pipeline.core.errors import InputError
-from pipeline.encoding.current import check_current
 from pipeline.encoding.embed import embed
 from pipeline.encoding.query_vectors import encode_texts, query_cache
 from pipeline.encoding.store import (
@@ -24,6 +23,7 @@ from pipeline.encoding.store import (
     load_vectors,
     store_parts,
 )
+from pipeline.encoding.store_texts import check_current
 from pipeline.glossary import BACKEND, GPU_BACKENDS
 from pipeline.layout import MANIFEST, PREFILTERED, Place, imported_queries_path, store_dir
 from pipeline.models import ModelEntry

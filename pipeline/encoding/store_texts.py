@@ -20,9 +20,9 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import record
 from pipeline.corpus.files import corpus_file, text_digests
-from pipeline.encoding.identity_checks import changed_identity, identity_refusal
-from pipeline.encoding.kinds import settings_class
+from pipeline.encoding.encoder_kinds import settings_class
 from pipeline.encoding.store import id_array, imported_repair, part_digests, part_name, store_repair
+from pipeline.encoding.store_identity import changed_identity, identity_refusal
 from pipeline.encoding.writer import write_manifest
 from pipeline.layout import MANIFEST, PREFILTERED, Place
 from pipeline.models import ModelEntry

@@ -14,9 +14,9 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.locks import file_lock
 from pipeline.core.repair import Repair
+from pipeline.encoding.encoder_kinds import encoder_class, encoder_kind
 from pipeline.encoding.families import routed
 from pipeline.encoding.identity import identity_change, model_identity
-from pipeline.encoding.kinds import encoder_class, encoder_kind
 from pipeline.encoding.objects import known_model
 from pipeline.encoding.store import store_repair
 from pipeline.encoding.writer import MODEL_PATH_KEY
