@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,28 @@ def _one_of(*forms: Any) -> Callable[[object], bool]:
     return lambda value: accepts(value, forms)
 
 
+class Table(Protocol):
+    """A DataFrame, polars' or pandas': named columns (not imported here: the layers' bottom)."""
+
+    columns: Any
+
+
+class Ranked(Protocol):
+    """ranx's Run or Qrels (not imported here): what turns itself into a dict."""
+
+    def to_dict(self) -> Any: ...
+
+
+class Named(Protocol):
+    """A model's entry: a ModelEntry, or any object naming its model and kind."""
+
+    name: Any
+    kind: Any
+
+
+# The types of the forms a run or qrels takes (the tests below tell them apart): a path, a
+# DataFrame, a ranx object, a dict of dicts or a list of named tuples
+RANKED = str | os.PathLike | Table | Ranked | Mapping[Any, Any] | Sequence[Any]
 PATH = (str, os.PathLike)
 # a dict of dicts, {query: {doc: value}}, or a list of ir_measures' named tuples: the forms
 # pytrec_eval, BEIR and ir_measures hold
@@ -72,29 +94,32 @@ Pools = Annotated[str | Sequence[str], Given(
 Metrics = Annotated[str | Sequence[str], Given(
     "'auto', a metric set's name, or metric names (a str such as 'map ndcg@10', or a "
     "non-empty list of str)", _one_of(_text, _list_of(_text)))]
-Model = Annotated[Any, Given("a model's name (a str such as 'bm25') or a ModelEntry",
-                             _one_of(*MODEL))]
-Models = Annotated[Any, Given("a model's name (a str such as 'bm25'), a ModelEntry, or a "
-                              "non-empty list of them", _one_of(*MODEL, _list_of(*MODEL)))]
+Model = Annotated[str | Named, Given(
+    "a model's name (a str such as 'bm25') or a ModelEntry", _one_of(*MODEL))]
+Models = Annotated[str | Named | Sequence[str | Named], Given(
+    "a model's name (a str such as 'bm25'), a ModelEntry, or a non-empty list of them",
+    _one_of(*MODEL, _list_of(*MODEL)))]
 TrainingSets = Annotated[Mapping[str, str | os.PathLike], Given(
     "a dict of model name -> file of its training papers")]
-Results = Annotated[Any, Given("runs/results.parquet's path or a polars DataFrame of its "
-                               "columns", _one_of(*PATH, "DataFrame"))]
-Sample = Annotated[Any, Given("a sample's parquet file or a polars DataFrame "
-                              "(pipeline.judging.sample)", _one_of(*PATH, "DataFrame"))]
+Results = Annotated[str | os.PathLike | Table, Given(
+    "runs/results.parquet's path or a polars DataFrame of its columns",
+    _one_of(*PATH, "DataFrame"))]
+Sample = Annotated[str | os.PathLike | Table, Given(
+    "a sample's parquet file or a polars DataFrame (pipeline.judging.sample)",
+    _one_of(*PATH, "DataFrame"))]
 Deltas = Annotated[Sequence[float], Given(
     "a non-empty list of differences in metric units, each in (0, 1], such as (0.01, 0.02)",
     _list_of(lambda x: accepts(x, (int, float)) and 0 < x <= 1))]
 Counts = Annotated[Sequence[int], Given(
     "a non-empty list of positive whole numbers, such as (1, 3, 5)",
     _list_of(lambda x: accepts(x, (int,)) and x > 0))]
-Run = Annotated[Any, Given(
+Run = Annotated[RANKED, Given(
     "a TREC run file's path, a DataFrame (query, doc, score), a dict {query: {doc: score}}, "
     "a list of ir_measures' ScoredDoc or a ranx Run", _one_of(*RUN))]
-Qrels = Annotated[Any, Given(
+Qrels = Annotated[RANKED, Given(
     "a TREC qrels file's path, a DataFrame (query, doc, relevance), a dict {query: {doc: "
     "grade}}, a list of ir_measures' Qrel or a ranx Qrels", _one_of(*QRELS))]
-Judgments = Annotated[Any, Given(
+Judgments = Annotated[RANKED, Given(
     "a DataFrame (query, doc, grade), a TREC qrels file's path, a dict {query: {doc: grade}} "
     "or a ranx Qrels", _one_of(*QRELS))]
 NamedRuns = Annotated[Mapping[str, Any], Given(
