@@ -14,8 +14,9 @@ refused in one line: nothing of the reranked run is written.
 
 A reranked run records the endpoint and the served model's name as its reranker's identity
 (encoding/identity.model_identity), so another endpoint or name makes it stale, and the
-scores of PROBE's pairs, sent before the first stage's, as the endpoint's fingerprint: two
-runs whose fingerprints differ were scored by different models, whatever their names.
+scores of PROBE's pairs, sent before the first stage's, as the endpoint's fingerprint: a
+record of what answered, which nothing compares (another model served under the same URL and
+name is not noticed; docs/retrieval.md says so).
 """
 
 from __future__ import annotations
