@@ -225,7 +225,8 @@ def test_above_the_maximum_nan_inf_and_minus_one_are_refused_from_every_door(var
             with pytest.raises(InputError) as refused:
                 read({var.name: text})
             line = str(refused.value)
-            assert line.startswith(f"{var.name}: ") and "\n" not in line, line
+            assert line.startswith((f"{var.name}: ", f"{var.name}=")) and "\n" not in line, line
+            assert not line.startswith(f"{var.name}: {var.name}="), line  # named once
             doors += 1
         for stage in var.stages:
             with pytest.raises(SystemExit) as stopped:
