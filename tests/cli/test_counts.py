@@ -347,7 +347,8 @@ def test_a_number_in_other_digits_or_spaced_is_refused_from_every_door(var, caps
         if var.variable:
             with pytest.raises(InputError) as refused:
                 read({var.name: text})
-            assert str(refused.value).startswith((f"{var.name}: ", f"{var.name}=")), str(refused.value)
+            line = str(refused.value)
+            assert line.startswith((f"{var.name}: ", f"{var.name}=")), line
         for stage in var.stages:
             with pytest.raises(SystemExit):
                 parser().parse_args([stage, f"{var.option}={text}"])
