@@ -67,10 +67,9 @@ def test_time_in_the_environment_is_not_the_slurm_limit(tmp_path):
     assert make(root, "help", env=env).returncode == 0
     assert "REPEATS: 0 is too small" in refused(make(root, "pool", "REPEATS=0", env=env))
     assert "SLURM_TIME: '4h'" in refused(make(root, "help", "SLURM_TIME=4h", env=env))
-    old = make(root, "help", "TIME=4h")  # the command line's old spelling, until the next release
-    assert old.returncode == 2 and "TIME is now SLURM_TIME" in old.stderr
-    assert "error: SLURM_TIME: '4h'" in old.stderr
-    # the limit the jobs get: SLURM_TIME, or TIME on the command line; never the environment's
+    old = make(root, "help", "TIME=4h")  # the command line's old spelling: no longer taken
+    assert old.returncode == 2 and "unknown variable TIME on make's command line" in old.stderr
+    # the limit the jobs get: SLURM_TIME; never the environment's TIME
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "sbatch").write_text("#!/bin/sh\nexit 1\n")
@@ -78,7 +77,7 @@ def test_time_in_the_environment_is_not_the_slurm_limit(tmp_path):
     env = {"TIME": "%e", "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     slurm = ["-n", "embed", "EXECUTOR=slurm", *installed(tmp_path)]
     for extra, limit in (((), None), (("SLURM_TIME=90",), "--slurm-time '90'"),
-                         (("TIME=4:00:00",), "--slurm-time '4:00:00'")):
+                         (("SLURM_TIME=4:00:00",), "--slurm-time '4:00:00'")):
         done = make(root, *slurm, *extra, env=env)
         assert done.returncode == 0, done.stderr
         assert "submit-embed" in done.stdout

@@ -200,8 +200,8 @@ def test_results_in_any_order_are_placed_by_their_index(endpoint, cross_encoder)
     endpoint.always = "reverse"
     mine = scorer.score(docs, docs, pairs)
     theirs = cross_encoder.predict([(docs[0], docs[d]) for _, d in pairs])
-    np.testing.assert_allclose(mine, theirs, atol=1e-6)
-    assert np.ptp(theirs) > 0
+    np.testing.assert_allclose(mine, theirs, atol=1e-5)  # the server's batches: other padding
+    assert np.ptp(theirs) > 1e-3
 
 
 @pytest.mark.slow
