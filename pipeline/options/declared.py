@@ -159,7 +159,7 @@ class Variable:
     with_goals: bool = False
     # the form its check takes where it is given (a function or a command -> the check's
     # `form`): MODEL's one rule for a model to load, a run's, a run imported, vectors'
-    forms: Mapping[str, str] = field(default_factory=dict)
+    forms: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         number = getattr(self.check, "__name__", "") in ("int", "float")
