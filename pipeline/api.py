@@ -31,7 +31,7 @@ from pipeline.layout import (
     run_name,
     stage_times_path,
 )
-from pipeline.options.checks import DTYPES, model_run, scored_run
+from pipeline.options.checks import DTYPES, model_name
 from pipeline.options.declared import default, kind_run_options
 from pipeline.roots import data_roots, where
 
@@ -581,7 +581,7 @@ def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") ->
 
         if pool in imported_pools(place.runs_root, place.corpus, model):
             return model
-    return model_run(model)
+    return model_name(model, "run")
 
 
 def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, run: Run,
@@ -956,7 +956,8 @@ def _sampling(models: str | Sequence[str], sample: int, sample_seed: int,
     from pipeline.judging.stage import sampling
 
     names = models.replace(",", " ").split() if isinstance(models, str) else list(models)
-    return sampling([scored_run(name) for name in names], sample, sample_seed, judge_depth)
+    return sampling([model_name(name, "scored") for name in names], sample, sample_seed,
+                    judge_depth)
 
 
 def judge(data: Data | str | os.PathLike, corpus: str, models: Models,

@@ -280,15 +280,17 @@ def test_a_name_no_output_can_set_is_refused_at_every_door_it_enters(name):
     from pipeline.options import checks
     from pipeline.options.declared import DECLARED
 
-    doors = {checks.model_name, checks.model_run, checks.scored_run, checks.scored_runs,
-             checks.imported_name, checks.vectors_name}
+    doors = {checks.model_name, checks.scored_runs}
     declared = [var for var in DECLARED if var.check in doors]
     assert {var.check for var in declared} == doors  # each kind of name declared somewhere
-    for var in declared:
+    forms = [check for var in declared for check in (
+        var.check, *(var.check_for(where) for where in var.forms))]
+    assert len(forms) > len(checks.MODEL_FORMS)  # MODEL's every form
+    for check in forms:
         for text in (name, f"hf:org/{name}", f"st:org/{name}", f"api:org/{name}",
                      f"vectors:{name}", f"fuse--rrf--bm25--{name}"):
             with pytest.raises(InputError) as refused:
-                var.check(text)
+                check(text)
             assert "\n" not in str(refused.value)
     for kind in ("model", "corpus", "pool"):
         with pytest.raises(InputError, match="letters A-Z or a-z, digits 0-9"):

@@ -110,9 +110,12 @@ def stage(name: str, v: argparse.Namespace, first: Sequence[Option] = (),
           then: Sequence[Option] = ()) -> Step:
     """The command `name`: its corpus where it takes one, every usable pool (pool None) where
     its function needs a pool that make names none of, the keywords `first`, its declared
-    options (pipeline/options/declared.py), the keywords `then`."""
+    options (pipeline/options/declared.py) but those `first` or `then` give (the goal's own
+    value: MODEL's resolved name), the keywords `then`."""
     corpus = [("corpus", v.CORPUS)] if COMMANDS[name].corpus else []
-    options = [*first, *declared_options(name, v), *then]
+    own = {key for key, _ in (*first, *then)}
+    options = [*first, *(option for option in declared_options(name, v) if option[0] not in own),
+               *then]
     pool = inspect.signature(COMMANDS[name].api).parameters.get("pool")  # type: ignore[arg-type]
     every = [("pool", None)] if pool is not None and pool.default is pool.empty and not any(
         key == "pool" for key, _ in options) else []

@@ -41,13 +41,13 @@ def flag(option: str, help_text: str) -> Option:
     return arg(option, action="store_true", help=help_text)
 
 
-def like(var: str | Variable, **settings: Any) -> Option:
-    """The option of the declared variable `var` (or its name) as a command takes it: the
-    declaration's check, default (a derived one: from the others' defaults) and help, unless
-    `settings` say otherwise."""
+def like(var: str | Variable, stage: str = "", **settings: Any) -> Option:
+    """The option of the declared variable `var` (or its name) as the command `stage` takes it:
+    the declaration's check (its form for `stage`: Variable.check_for), default (a derived one:
+    from the others' defaults) and help, unless `settings` say otherwise."""
     var = BY_NAME[var] if isinstance(var, str) else var
     default = var.text({v.name: v.text() for v in VARIABLES if not callable(v.default)})
-    check = None if var.with_goals else var.check  # MODEL: import-run's name is no model
+    check = var.check_for(stage)
     option = arg(var.option, **{"type": check, "default": default or None,
                                 "help": var.help.replace("%", "%%"), **settings})
     return option
@@ -58,11 +58,12 @@ def add_declared(parser: argparse.ArgumentParser, var: Variable, stage: str) -> 
     API parameter of that name): a switch is a bare option; required, or with no default,
     where the declaration says so."""
     if var.repeats:
-        return like(var, action="append")(parser)
+        return like(var, stage, action="append")(parser)
     if var.switch:
         return arg(var.option, action="store_true", help=var.help.replace("%", "%%"))(parser)
     bare = stage in var.required or stage in var.no_default or callable(var.default)
-    like(var, required=stage in var.required, **({"default": None} if bare else {}))(parser)
+    like(var, stage, required=stage in var.required,
+         **({"default": None} if bare else {}))(parser)
 
 
 @dataclass(frozen=True)

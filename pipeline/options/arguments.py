@@ -118,12 +118,13 @@ def check_value(function: str, name: str, value: object, hint: object = None) ->
         raise InputError(f"{function}: {name}={quoted(value)}: give {what}{said}")
     check_paths(function, name, value, hint)
     rule = declared.declaration(function, name)
-    if rule is None or rule.check is None:
+    check = None if rule is None else rule.check_for(function)
+    if check is None:
         return
     try:
         for item in value if isinstance(value, list | tuple) else [value]:  # each alone
             if isinstance(item, str | int | float | os.PathLike | Mapping):  # an object (a
-                rule.check(_command_line(item))  # ModelEntry, a SyntheticConfig): its fields
+                check(_command_line(item))  # ModelEntry, a SyntheticConfig): its fields
     except InputError as exc:
         raise InputError(f"{function}: {name}={quoted(value)}: {exc.message}") from None
 

@@ -290,23 +290,39 @@ def dataset_list(text: str) -> str:
 
 
 # ---- the values of the API's own arguments (declared.py's keyword())
-def model_run(text: str) -> str:
-    """A model's name, or a run's ('bm25~title'): the registry knows the model, written as
-    registered (model_name's rule)."""
+# The forms a model's name takes where it is given (MODEL's declaration: Variable.forms): a
+# model to load; a model's runs (<model>~<variant>: a perturbed-query run's); a run scored or
+# read (also one imported under its own name); a new imported run's name; imported vectors'
+MODEL_FORMS = ("model", "run", "scored", "imported", "vectors")
+
+
+def model_name(text: str, form: str = "model") -> str:
+    """MODEL's one rule, `form` one of MODEL_FORMS (by the function or command it is given to):
+    'model', what get_model resolves (a registered name written as registered, hf:, st:,
+    vectors:, api:, rerank-api: or a composed name); 'run', also with a query variant
+    ('bm25~title'); 'scored', also a run imported under its own name; 'imported', a new
+    imported run's name, no model's; 'vectors', imported vectors' name (vectors--<name>). Its
+    line names the model and what to give. make checks MODEL by RULES once the goals are known
+    (Variable.with_goals)."""
     from pipeline.layout import run_name, split_run_name
+    from pipeline.models import get_model, vectors_model
 
+    if form == "imported":
+        from pipeline.retrieval.imported import check_model_name
+
+        return check_model_name(text)
+    if form == "vectors":
+        return vectors_model(text).name
+    if form == "model":
+        _registered(text)
+        return text
     model, variant = split_run_name(text)
+    if form == "scored":
+        try:
+            get_model(model)
+        except InputError:
+            return check_name("model", text)  # no model of the registry: an imported run's
     return run_name(_registered(model).name, variant)
-
-
-def model_name(text: str) -> str:
-    """MODEL's check: the model get_model resolves (a registered name written as registered,
-    hf:, st:, vectors:, api:, rerank-api: or a composed name), else get_model's one line
-    naming it and the names and prefixes to give. Run by RULES once the goals are known (an
-    imported run's name, make import-run's or import-vectors', is no model:
-    Variable.with_goals)."""
-    _registered(text)
-    return text
 
 
 def _registered(text: str):
@@ -328,48 +344,24 @@ def _registered(text: str):
     return entry
 
 
-def scored_run(text: str) -> str:
-    """A registered model's run, or a run imported under its own name (evaluate refuses a
-    name with no run in its pool)."""
-    from pipeline.layout import split_run_name
-    from pipeline.models import get_model
-
-    try:
-        get_model(split_run_name(text)[0])
-    except InputError:
-        return check_name("model", text)  # no model of the registry: an imported run's
-    return model_run(text)
-
-
 def first_stage(text: str) -> str:
     """make rerank's FIRST_STAGE: a model that searches or a run imported under its own name
-    (scored_run), not a perturbed-query run's (a reranked run takes full queries)."""
+    (model_name's scored form), not a perturbed-query run's (a reranked run takes full
+    queries)."""
     from pipeline.layout import VARIANT_SEP
 
     if VARIANT_SEP in text:
         raise InputError(f"{quoted(text)} is a run of perturbed queries ({VARIANT_SEP!r}): a "
                          "reranked run takes full queries; give the model's name")
-    return scored_run(text)
+    return model_name(text, "scored")
 
 
 def scored_runs(text: str) -> str:
-    """Runs' names separated by commas or spaces, each a scored_run (the text as given: the
-    function splits it)."""
+    """Runs' names separated by commas or spaces, each a model_name of the 'scored' form (the
+    text as given: the function splits it)."""
     for name in text.replace(",", " ").split():
-        scored_run(name)
+        model_name(name, "scored")
     return text
-
-
-def imported_name(text: str) -> str:
-    from pipeline.retrieval.imported import check_model_name
-
-    return check_model_name(text)
-
-
-def vectors_name(text: str) -> str:
-    from pipeline.models import vectors_model
-
-    return vectors_model(text).name
 
 
 def named(text: str) -> str:

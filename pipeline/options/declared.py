@@ -12,7 +12,7 @@ import re
 import shlex
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -84,12 +84,10 @@ from pipeline.options.checks import (
     first_stage,
     given_path,
     gpus_per_task,
-    imported_name,
     input_path,
     mdcr_count,
     metric_list,
     model_name,
-    model_run,
     named,
     non_negative,
     parallel_downloads,
@@ -105,7 +103,6 @@ from pipeline.options.checks import (
     retry_count,
     safe_path,
     sample_count,
-    scored_run,
     scored_runs,
     shard_count,
     shard_index,
@@ -113,7 +110,6 @@ from pipeline.options.checks import (
     synth_shard_count,
     synthetic_size,
     training_sets,
-    vectors_name,
     worker_count,
     xdist_workers,
 )
@@ -161,6 +157,9 @@ class Variable:
     # its check runs with RULES, once the goals are known, not as it is read (MODEL: make
     # import-run's and import-vectors' name, or a run imported already, is no model to load)
     with_goals: bool = False
+    # the form its check takes where it is given (a function or a command -> the check's
+    # `form`): MODEL's one rule for a model to load, a run's, a run imported, vectors'
+    forms: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         number = getattr(self.check, "__name__", "") in ("int", "float")
@@ -194,6 +193,13 @@ class Variable:
     def option(self) -> str:
         """The stages' command-line option this variable sets (--bm25-engine)."""
         return flag_of(self.keyword)
+
+    def check_for(self, where: str) -> Callable[[str], object] | None:
+        """The check of a value given to the function or command `where`: its `forms`' form of
+        the one check, else the check itself."""
+        if where in self.forms and self.check is not None:
+            return partial(self.check, form=self.forms[where])
+        return self.check
 
 
 def flag_of(keyword: str) -> str:
@@ -237,6 +243,18 @@ JUDGING = ("judge", "judge-agreement")
 MODELS_READ = ("judge", "judge-page", "mdcr", "mdcr-jaccard")
 # The commands that fill a model's store (its --batch-size, --dtype, --part-size)
 STORING = ("index", "search", "embed", "submit-embed")
+# Where a model's name is given, by the form its one check takes there (checks.model_name): the
+# commands of `python -m pipeline` and the API's functions that take `model`
+MODEL_FORMS_AT = {
+    "run": ("index", "search", "embed", "submit-embed", "after-embed", "submit_embed",
+            "after_embed"),
+    "scored": ("eval", "export-mteb", "mdcr-scores", "evaluate", "mteb_result", "export_mteb",
+               "mdcr_scores"),
+    "imported": ("import-run", "import_run"),
+    "vectors": ("import-vectors", "import_vectors"),
+}
+MODEL_COMMANDS = ("index", "search", "embed", "submit-embed", "after-embed", "eval",
+                  "export-mteb", "mdcr-scores", "import-run", "import-vectors")
 
 
 def judge_spec(text: str) -> str:
@@ -349,10 +367,14 @@ DECLARED: tuple[Variable, ...] = (
       required=("retire-pool", "export-beir")),
     # ---- models
     V("MODEL", DEFAULT_MODEL, model_name, "one model: a registered name (make models), "
-      "hf:<org>/<name>, st:<org>/<name>, vectors:<name>, api:<model> or a fused model's name; make "
-      "import-vectors: the vectors' name", "models", stages=("import-run", "import-vectors"),
-      required=("import-run", "import-vectors"),
-      changes_run=MODEL_ID, with_goals=True),
+      "hf:<org>/<name>, st:<org>/<name>, vectors:<name>, api:<model>, rerank-api:<model> or a "
+      "composed model's name; a run's, <model>~<variant> (perturbed queries); eval: also a run "
+      "imported under its own name; make import-run: the run's new name; make import-vectors: "
+      "the vectors' name", "models",
+      stages=MODEL_COMMANDS,
+      required=("import-run", "import-vectors", "export-mteb", "mdcr-scores"),
+      changes_run=MODEL_ID, with_goals=True,
+      forms={where: form for form, places in MODEL_FORMS_AT.items() for where in places}),
     V("POOLING", "", None, "cls, mean or lasttoken, for MODEL=hf:<org>/<name>", "models",
       shown="mean", optional=True, one_word=True, changes_run=MODEL_ID),
     V("PRECISION", "fp32", choice(PRECISIONS), "the encoder's precision: fp32, bf16 or fp16 "
@@ -538,14 +560,6 @@ DECLARED: tuple[Variable, ...] = (
     A("data"), A("raw"),  # a Data or any path, not DATA's or RAW's (make's: without spaces)
     A("exclude", type=str | os.PathLike | None),  # type: build_pool's **fields
     A("src"),
-    A("model", model_run, stages=("index", "search", "embed", "submit-embed", "after-embed"),
-      default=DEFAULT_MODEL, help="the model (make models lists them)", changes_run=MODEL_ID),
-    A("model", scored_run, functions=("evaluate", "mteb_result", "export_mteb", "mdcr_scores"),
-      stages=("eval", "export-mteb", "mdcr-scores"), default=DEFAULT_MODEL,
-      required=("export-mteb", "mdcr-scores"), help="the model whose runs it scores or reads: "
-      "a model, or <model>~<variant> for the runs of perturbed queries"),
-    A("model", imported_name, functions=("import_run",)),
-    A("model", vectors_name, functions=("import_vectors",)),
     A("models", scored_runs, functions=("judge", "judge_page", "build_mdcr", "mdcr_jaccard"),
       stages=MODELS_READ, required=MODELS_READ, help="the models whose runs it reads, separated "
       "by commas (mdcr: those whose top ranks give the negatives, the paper's "

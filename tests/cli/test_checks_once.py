@@ -48,10 +48,10 @@ def counting(var):
         return None
 
     @functools.wraps(check)
-    def logged(text):
+    def logged(text, **form):
         with open(os.environ["CHECKS_LOG"], "a") as log:
             log.write(f"{var.name}\\t{text}\\t{at}\\n")
-        return check(text)
+        return check(text, **form)
     return logged
 
 
@@ -61,8 +61,7 @@ declared.Variable.check = property(counting)
 
 def checks_in(root: Path, tmp_path: Path, *assignments: str) -> Counter:
     """(variable, text, its declaration's place) -> how many times its check ran in `make
-    <assignments>` (a real run): two declarations of one name (search's `model` and eval's)
-    are two arguments, each checked apart."""
+    <assignments>` (a real run)."""
     site, log = tmp_path / "site", tmp_path / "checks.log"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(COUNTER)
@@ -150,7 +149,7 @@ def test_a_command_checks_each_option_once(data, tmp_path):
         sys.executable, "-m", "pipeline", "--corpora-root", str(data / "corpora"),
         "--index-root", str(data / "indexes"), "--runs-root", str(data / "runs"), "search",
         "--corpus", "c", "--model", "bm25", "--k", "100", "--bm25-engine", "lucene"])
-    given = [("CORPUS", "c"), ("model", "bm25"), ("K", "100"), ("BM25_ENGINE", "lucene")]
+    given = [("CORPUS", "c"), ("MODEL", "bm25"), ("K", "100"), ("BM25_ENGINE", "lucene")]
     defaulted = [(v.name, v.text()) for v in registry.staged("search")
                  if v.check and v.text() and not callable(v.default) and not v.switch
                  and v.name not in {name for name, _ in given}]
@@ -164,7 +163,7 @@ def test_an_api_call_checks_each_argument_once(data, tmp_path):
     code = ("import sys, pipeline\n"
             "pipeline.search(sys.argv[1], 'c', None, 'bm25', k=100, bm25_engine='lucene')\n")
     counts = counted_run(tmp_path, [sys.executable, "-c", code, str(data)])
-    given = [("CORPUS", "c"), ("model", "bm25"), ("K", "100"), ("BM25_ENGINE", "lucene")]
+    given = [("CORPUS", "c"), ("MODEL", "bm25"), ("K", "100"), ("BM25_ENGINE", "lucene")]
     defaulted = [("SEED", "0"), ("THREADS", "2"), ("QUERY_VARIANT", "full"),
                  ("dtype", "float32"), ("REPLACE", "0")]
     once(counts, given, defaulted)
