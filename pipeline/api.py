@@ -8,11 +8,15 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pipeline.core.annotations import (
+    Alpha,
+    Check,
     Counts,
     Deltas,
+    Folder,
+    Help,
     Metrics,
     Model,
     Models,
@@ -22,6 +26,7 @@ from pipeline.core.annotations import (
     TrainingSets,
 )
 from pipeline.core.errors import InputError, OptionError
+from pipeline.core.numbers import power_level
 from pipeline.core.repair import PIPELINE_COMMAND, Repair, Where
 from pipeline.layout import (
     Place,
@@ -31,8 +36,9 @@ from pipeline.layout import (
     run_name,
     stage_times_path,
 )
+from pipeline.options import checks
 from pipeline.options.checks import DTYPES, model_name
-from pipeline.options.declared import default, kind_run_options
+from pipeline.options.declared import MODEL_ID, default, kind_run_options
 from pipeline.roots import data_roots, where
 
 log = logging.getLogger(__name__)
@@ -71,7 +77,7 @@ class Data:
         self.runs: Path = roots["runs"]
 
     @classmethod
-    def of(cls, data: Data | str | os.PathLike) -> Data:
+    def of(cls, data: DataFolder) -> Data:
         """`data` itself, or the data folder it names."""
         return data if isinstance(data, Data) else cls(data)
 
@@ -128,6 +134,38 @@ class Data:
             return collect_results(self.corpora, self.indexes, self.runs)
 
 
+# The rules of the API's own arguments that several functions take, on their parameters
+# (core/annotations.py: Check, Help; with a Help, also their command's option)
+DataFolder = Data | Folder
+Program = Annotated[str | None, Check(checks.named)]  # how a repair names the pipeline
+Name = Annotated[str, Check(checks.named)]  # a model's or a metric's, as results.parquet has it
+GivenPools = Annotated[Pools | None, Check(checks.pool_name),
+                       Help("pool name (repeatable; default all)", repeats=True,
+                            changes_run=False)]
+ReadModels = Annotated[Models, Check(checks.scored_runs), Help(
+    "the models whose runs it reads, separated by commas (mdcr: those whose top ranks give the "
+    "negatives, the paper's bm25,specter,scincl; judge, judge-page: those whose top ranks are "
+    "sampled)", required=True)]
+BatchSize = Annotated[int | None, Check(checks.batch_count),
+                      Help("papers per batch (default: the encoder's)", changes_run=False)]
+PartSize = Annotated[int | None, Check(checks.part_count), Help(
+    "papers per store part, the work a kill can lose (default: 4,096 for embeddings, 50,000 "
+    "for BM25's analysed-text store)", changes_run=False)]
+Dtype = Annotated[str, Check(checks.choice(DTYPES)),
+                  Help("the store's vectors: float32, or float16 (half the disk)",
+                       changes_run=MODEL_ID)]
+StaleOnly = Annotated[bool, Check(), Help(
+    "keep what is current: runs intact and made from their pool's current files, evaluations "
+    "made from the current pool and run", changes_run=False)]
+RepairPools = Annotated[bool, Check(), Help(
+    "first rebuild every pool that is stale, damaged or half-written (as make pools)",
+    changes_run=False)]
+MinCitations = Annotated[int | None, Check(checks.non_negative), Help(
+    "citations a paper needs to stay (default: the prefilter's, MDCR §3)")]
+CpusPerTask = Annotated[int | None, Check(checks.cpus_per_task), Help("CPUs of each SLURM job")]
+SyntheticShards = Annotated[int | None, Check(checks.synth_shard_count)]
+
+
 def _entry(model: str | ModelEntry) -> ModelEntry:
     """The registry's entry of `model`, or the ModelEntry given, refused where its name is a
     registered or derived model's with other settings."""
@@ -147,9 +185,10 @@ def _entry(model: str | ModelEntry) -> ModelEntry:
     return entry
 
 
-def generate_corpus(data: Data | str | os.PathLike, corpus: str, *,
-                    papers: int | str | SyntheticConfig | None = None,
-                    shards: int | None = None, seed: int | None = None, repair: bool = False,
+def generate_corpus(data: DataFolder, corpus: str, *,
+                    papers: Annotated[int | str | SyntheticConfig | None,
+                                     Check(checks.synthetic_papers)] = None,
+                    shards: SyntheticShards = None, seed: int | None = None, repair: bool = False,
                     threads: int = default("THREADS")) -> dict:
     """`make corpus`'s synthetic shards (the synth command), written into corpora/<corpus>/s2orc,
     each setting not given as the shards there were made; with `repair`, the damaged or missing ones
@@ -169,8 +208,8 @@ def generate_corpus(data: Data | str | os.PathLike, corpus: str, *,
     return made
 
 
-def ingest_corpus(data: Data | str | os.PathLike, corpus: str, *,
-                  raw: str | os.PathLike | None = None, source: str | None = None,
+def ingest_corpus(data: DataFolder, corpus: str, *,
+                  raw: Folder | None = None, source: str | None = None,
                   strict: bool = False, fos_source: str = default("FOS_SOURCE"),
                   threads: int = default("THREADS")) -> dict:
     """`make corpus`'s ingest (the ingest command): the raw shards of `corpus` (from `raw`, default
@@ -210,8 +249,8 @@ def _source(source: str | None, corpus_dir: Path) -> str:
     return source
 
 
-def prefilter_corpus(data: Data | str | os.PathLike, corpus: str, *,
-                     citations: str = default("CITATIONS"), min_citations: int | None = None
+def prefilter_corpus(data: DataFolder, corpus: str, *,
+                     citations: str = default("CITATIONS"), min_citations: MinCitations = None
                      ) -> dict:
     """`make corpus`'s prefilter (the prefilter command): prefiltered.parquet of `corpus`, the
     dropped papers counted by reason. A no-op when current; timed into the corpus's stage-times log.
@@ -228,12 +267,13 @@ def prefilter_corpus(data: Data | str | os.PathLike, corpus: str, *,
     return made
 
 
-def build_corpus(data: Data | str | os.PathLike, corpus: str, *,
-                 synthetic: int | str | SyntheticConfig | None = None,
-                 shards: int | None = None, seed: int | None = None,
-                 raw: str | os.PathLike | None = None, source: str | None = None,
+def build_corpus(data: DataFolder, corpus: str, *,
+                 synthetic: Annotated[int | str | SyntheticConfig | None,
+                                    Check(checks.synthetic_papers)] = None,
+                 shards: SyntheticShards = None, seed: int | None = None,
+                 raw: Folder | None = None, source: str | None = None,
                  fos_source: str = default("FOS_SOURCE"), strict: bool = False,
-                 citations: str = default("CITATIONS"), min_citations: int | None = None,
+                 citations: str = default("CITATIONS"), min_citations: MinCitations = None,
                  threads: int = default("THREADS")) -> Path:
     """`make corpus` (the corpus command): synthetic shards first with `synthetic`, then
     ingest_corpus and prefilter_corpus, each a no-op when current; returns the corpus folder. With
@@ -258,35 +298,43 @@ def build_corpus(data: Data | str | os.PathLike, corpus: str, *,
     return corpus_dir
 
 
-def build_pool(data: Data | str | os.PathLike, corpus: str, spec: PoolSpec | None = None,
-               **fields: Any) -> str:
+def build_pool(data: DataFolder, corpus: str, spec: PoolSpec | None = None, *,
+               size: Annotated[int | str | None, Check(parse_size)] = None,
+               field: Annotated[str | None, Check()] = None,  # one field, not FIELD's list
+               repeat: Annotated[int | None, Check(checks.repeat_index)] = None,
+               queries: int | None = None, seed: int | None = None, split: str | None = None,
+               query_year: Annotated[int | None, Check(checks.non_negative)] = None,
+               max_year: Annotated[int | None, Check(checks.non_negative)] = None,
+               min_positives: Annotated[int | None, Check(checks.positive)] = None,
+               exclude: Folder | None = None) -> str:
     """Build one pool of `corpus` and return its name: from a PoolSpec, or its fields as keywords
-    (not both), each checked by its declaration."""
-    from dataclasses import fields as spec_fields
-
-    from pipeline.options.arguments import known_options
-    from pipeline.options.declared import declaration
+    (not both; a field not given: PoolSpec's default)."""
+    fields = {name: value for name, value in locals().items()
+              if name not in ("data", "corpus", "spec") and value is not None}
     from pipeline.pools.build import PoolSpec
     from pipeline.pools.build import build_pool as build
 
-    known_options("build_pool", "", fields, [f.name for f in spec_fields(PoolSpec)
-                                             if declaration("build_pool", f.name)])
     if spec is not None and fields:
         raise InputError("build_pool: give a PoolSpec or its fields as keywords, not both")
     if spec is None:
-        if "size" in fields:
-            fields["size"] = parse_size(str(fields["size"]))
-        spec = PoolSpec(**fields)
+        if size is None:
+            raise InputError("build_pool: missing size: give a pool size (e.g. 20k) or a "
+                             "PoolSpec")
+        spec = PoolSpec(**{**fields, "size": parse_size(str(size))})
     # its refusals name SIZE and QUERIES, worded as the API's keywords (size, queries)
     return build(Data.of(data).corpus(corpus), spec)["name"]
 
 
-def build_pools(data: Data | str | os.PathLike, corpus: str, *,
+def build_pools(data: DataFolder, corpus: str, *,
                 size: int | str | None = None, field: str | None = None,
                 repeats: int = default("REPEATS"), queries: int | None = None,
                 seed: int = default("SEED"), split: str = default("SPLIT"),
-                exclude: str | os.PathLike | None = None, query_year: int | None = None,
-                rebuild: Pools | None = None, repair: bool = False) -> list[str]:
+                exclude: Folder | None = None,
+                query_year: Annotated[int | None, Check(checks.non_negative),
+                                      Help("the queries' year (default: PoolSpec's)")] = None,
+                rebuild: Annotated[Pools | None, Check(checks.pool_name), Help(
+                    "rebuild an existing pool from its recorded parameters (if stale)",
+                    repeats=True)] = None, repair: bool = False) -> list[str]:
     """`make pool` and `make pools` (the pool command): a pool of `corpus` for each field x size x
     repeat, their names returned; or instead `rebuild`'s pools built again from their recorded
     parameters, or with `repair` every stale, damaged or half-written pool (one whose EXCLUDE list
@@ -314,8 +362,8 @@ def build_pools(data: Data | str | os.PathLike, corpus: str, *,
     return build_grid(corpus_dir, fields, sizes, repeats, times, **settings)
 
 
-def build_paper_pools(data: Data | str | os.PathLike, corpus: str, *,
-                      seed: int = default("SEED"), exclude: str | os.PathLike | None = None,
+def build_paper_pools(data: DataFolder, corpus: str, *,
+                      seed: int = default("SEED"), exclude: Folder | None = None,
                       paper_sizes: int | str = default("PAPER_SIZES"),
                       paper_queries: int = default("PAPER_QUERIES"),
                       paper_field_size: int | str = default("PAPER_FIELD_SIZE"),
@@ -344,7 +392,7 @@ def build_paper_pools(data: Data | str | os.PathLike, corpus: str, *,
     return names
 
 
-def retire_pool(data: Data | str | os.PathLike, corpus: str, pool: str
+def retire_pool(data: DataFolder, corpus: str, pool: str
                 ) -> list[tuple[Path, Path]]:
     """`make retire-pool` (the retire-pool command): pool `pool`, its Lucene index and its runs
     moved into the corpus's retired/ folders, where no stage reads them; returns the (from, to)
@@ -357,7 +405,7 @@ def retire_pool(data: Data | str | os.PathLike, corpus: str, pool: str
     return moves
 
 
-def training_ids(src: str | os.PathLike, paper_ids: str | os.PathLike,
+def training_ids(src: Folder, paper_ids: str | os.PathLike,
                  out: str | os.PathLike) -> dict:
     """`make training-ids` (the training-ids command): the papers of a list named by S2 SHA written
     to the new file `out` as CorpusIDs, one per line, looked up in S2AG's paper-ids dataset. Returns
@@ -370,11 +418,16 @@ def training_ids(src: str | os.PathLike, paper_ids: str | os.PathLike,
     return counts
 
 
-def download(data: Data | str | os.PathLike, corpus: str, *,
-             raw: str | os.PathLike | None = None, release: str = default("RELEASE"),
+def download(data: DataFolder, corpus: str, *,
+             raw: Folder | None = None, release: str = default("RELEASE"),
              datasets: str = default("DATASETS"), first: int | None = None,
              update: bool = False, parallel: int = default("PARALLEL"),
-             retries: int | None = None, backoff: float | None = None) -> dict:
+             retries: Annotated[int | None, Check(checks.retry_count), Help(
+                 "retries without progress before a file (or API call) is an error (default: "
+                 "s2client.Settings')")] = None,
+             backoff: Annotated[float | None, Check(checks.backoff), Help(
+                 "seconds of the first pause between tries, doubling each time (default: "
+                 "s2client.Settings')")] = None) -> dict:
     """`make download` (the download command): the S2AG `datasets` of `release` from the Semantic
     Scholar Datasets API (its key: S2_API_KEY) into `raw` (default corpora/<corpus>/s2ag), a
     download stopped before finished. Returns the summary (release, files and bytes per dataset);
@@ -395,14 +448,17 @@ def download(data: Data | str | os.PathLike, corpus: str, *,
     return summary
 
 
-def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
+def search(data: DataFolder, corpus: str, pool: GivenPools,
            model: Model, *, k: int = default("K"), threads: int = default("THREADS"),
            seed: int = default("SEED"), query_variant: str = default("QUERY_VARIANT"),
-           query_prompt: str | None = None, replace: bool = False, index: bool = True,
-           stale_only: bool = True, repair_pools: bool = False, batch_size: int | None = None,
-           dtype: str = DTYPES[0], part_size: int | None = None,
+           query_prompt: str | None = None, replace: bool = False,
+           index: Annotated[bool, Check(), Help("index the pools it searches first",
+                                                changes_run=False)] = True,
+           stale_only: StaleOnly = True, repair_pools: RepairPools = False,
+           batch_size: BatchSize = None,
+           dtype: Dtype = DTYPES[0], part_size: PartSize = None,
            model_path: str | os.PathLike | None = None, device: str | None = None,
-           program: str | None = None, **options: Any) -> str:
+           program: Program = None, **options: Any) -> str:
     """`make search` (the search command): the top `k` candidates of each query of `pool` (None:
     every usable pool) retrieved by `model` and written as runs, each pool timed; returns the run's
     name. `options`: search's declared options and the retriever's own, others refused. What the
@@ -447,11 +503,11 @@ def search(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     return run_name(entry.name, query_variant)
 
 
-def embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
+def embed(data: DataFolder, corpus: str, pool: GivenPools,
           model: str, *, shards: int = default("SHARDS"), shard: int | None = None,
-          batch_size: int | None = None, dtype: str = DTYPES[0], part_size: int | None = None,
+          batch_size: BatchSize = None, dtype: Dtype = DTYPES[0], part_size: PartSize = None,
           model_path: str | os.PathLike | None = None, device: str | None = None,
-          replace: bool = False, program: str | None = None) -> Path:
+          replace: bool = False, program: Program = None) -> Path:
     """`make embed` (the embed command): the papers of `pool` (None: every usable pool) missing from
     `model`'s store embedded, shard `shard` (None: each in turn), each timed; returns the store's
     folder. A store of another model under the name is refused, or with `replace` embedded again."""
@@ -468,11 +524,11 @@ def embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
     return store_dir(data.indexes, corpus, get_model(model).name)
 
 
-def index(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
+def index(data: DataFolder, corpus: str, pool: GivenPools,
           model: Model, *, threads: int = default("THREADS"),
-          repair_pools: bool = False, batch_size: int | None = None, dtype: str = DTYPES[0],
-          part_size: int | None = None, model_path: str | os.PathLike | None = None,
-          device: str | None = None, replace: bool = False, program: str | None = None,
+          repair_pools: RepairPools = False, batch_size: BatchSize = None, dtype: Dtype = DTYPES[0],
+          part_size: PartSize = None, model_path: str | os.PathLike | None = None,
+          device: str | None = None, replace: bool = False, program: Program = None,
           **options: Any) -> list[str]:
     """`make index` (the index command): what `model` searches built for `pool` (None: every usable
     pool), what is current kept, each pool timed; returns the pools. `options`: the retriever's own
@@ -495,7 +551,7 @@ def index(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
 
 
 def _stage_pools(data: Data, corpus: str, pool: Pools | None, stage: str,
-                 program: str | None, repair: bool = False) -> list[str]:
+                 program: Program, repair: bool = False) -> list[str]:
     """The pools `stage` works on: `pool`, else every usable one; with `repair`, the corpus's stale
     or damaged pools built again first."""
     from pipeline.pools.grid import repair_pools, stage_pools
@@ -506,12 +562,12 @@ def _stage_pools(data: Data, corpus: str, pool: Pools | None, stage: str,
     return stage_pools(corpus_dir, [pool] if isinstance(pool, str) else pool, stage, named)
 
 
-def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
+def submit_embed(data: DataFolder, corpus: str, pool: GivenPools,
                  model: str, *, shards: int = default("SHARDS"),
                  partition: str | None = None, gpus_per_task: int = default("GPUS_PER_TASK"),
-                 slurm_time: str | None = None, cpus_per_task: int | None = None,
-                 batch_size: int | None = None, dtype: str = DTYPES[0],
-                 part_size: int | None = None, model_path: str | os.PathLike | None = None,
+                 slurm_time: str | None = None, cpus_per_task: CpusPerTask = None,
+                 batch_size: BatchSize = None, dtype: Dtype = DTYPES[0],
+                 part_size: PartSize = None, model_path: str | os.PathLike | None = None,
                  device: str | None = None, replace: bool = False) -> str:
     """`make embed EXECUTOR=slurm` (the submit-embed command): a SLURM array of `shards` tasks
     embedding `pool`, written under <runs>/slurm/ and submitted; returns its job id. A store of
@@ -531,11 +587,11 @@ def submit_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None
                   replace=replace)
 
 
-def after_embed(data: Data | str | os.PathLike, corpus: str, pool: Pools | None,
+def after_embed(data: DataFolder, corpus: str, pool: GivenPools,
                 model: str, command: Sequence[str], *, shards: int = default("SHARDS"),
                 partition: str | None = None, gpus_per_task: int = default("GPUS_PER_TASK"),
-                slurm_time: str | None = None, cpus_per_task: int | None = None,
-                model_path: str | os.PathLike | None = None, program: str | None = None
+                slurm_time: str | None = None, cpus_per_task: CpusPerTask = None,
+                model_path: str | os.PathLike | None = None, program: Program = None
                 ) -> str | int:
     """`make eval EXECUTOR=slurm`'s step (the after-embed command): while papers of `pool` are
     missing from `model`'s store, `command` submitted after the recorded embed array, its job id
@@ -584,7 +640,7 @@ def _run(model: str | ModelEntry, place: Place | None = None, pool: str = "") ->
     return model_name(model, "run")
 
 
-def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, run: Run,
+def import_run(data: DataFolder, corpus: str, pool: str | None, run: Run,
                model: str, *, drop_unknown: bool = False, replace: bool = False) -> dict:
     """`make import-run`: a run made elsewhere imported as the run `model` of `pool` (None: of every
     pool, by its queries; then {pool: manifest} is returned), unknown ids refused unless
@@ -596,7 +652,7 @@ def import_run(data: Data | str | os.PathLike, corpus: str, pool: str | None, ru
     return run_import(place, pool, run, model, drop_unknown=drop_unknown, replace=replace)
 
 
-def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: str,
+def import_collection(data: DataFolder, dataset: str, *, corpus: str,
                       split: str = default("SPLIT"), replace: bool = False,
                       judged: bool = False) -> str:
     """`make import-irds`: the ir_datasets collection `dataset` imported as corpus `corpus` with one
@@ -609,7 +665,7 @@ def import_collection(data: Data | str | os.PathLike, dataset: str, *, corpus: s
     return info["collection"]["pools"][0]
 
 
-def import_beir(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpus: str,
+def import_beir(data: DataFolder, src: Folder, *, corpus: str,
                 split: str = default("SPLIT"), replace: bool = False,
                 judged: bool = False) -> str:
     """`make import-beir`: the test collection in BEIR's layout at `src` imported as corpus `corpus`
@@ -622,7 +678,7 @@ def import_beir(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpu
     return info["collection"]["pools"][0]
 
 
-def import_csfcube(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpus: str,
+def import_csfcube(data: DataFolder, src: Folder, *, corpus: str,
                    replace: bool = False) -> list[str]:
     """`make import-csfcube`: the CSFCube release at `src` imported as corpus `corpus`, a pool per
     facet, all checked before anything is written; returns the pools' names. The same release again
@@ -634,7 +690,7 @@ def import_csfcube(data: Data | str | os.PathLike, src: str | os.PathLike, *, co
         "collection"]["pools"]
 
 
-def import_mdcr(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpus: str,
+def import_mdcr(data: DataFolder, src: Folder, *, corpus: str,
                 split: str = default("SPLIT"), replace: bool = False) -> list[str]:
     """`make import-mdcr`: the official MDCR release's `split` at `src` imported as the benchmark
     corpus `corpus`, a pool per field; returns the pools' names. A benchmark of other contents is
@@ -646,7 +702,7 @@ def import_mdcr(data: Data | str | os.PathLike, src: str | os.PathLike, *, corpu
         "benchmark"]["pools"]
 
 
-def export_mdcr(data: Data | str | os.PathLike, corpus: str, out: str | os.PathLike, *,
+def export_mdcr(data: DataFolder, corpus: str, out: str | os.PathLike, *,
                 split: str = default("SPLIT")) -> dict:
     """`make export-mdcr`: the benchmark corpus `corpus` written in the official MDCR layout into
     the folder `out`; returns what was written."""
@@ -662,10 +718,18 @@ def _model_names(models: str | Sequence[str | ModelEntry]) -> list[str]:
     return [m if isinstance(m, str) else _entry(m).name for m in models]
 
 
-def build_mdcr(data: Data | str | os.PathLike, corpus: str, models: Models,
-               out: str, *, seed: int = default("SEED"), positives: int | None = None,
-               per_type: int | None = None, top: int | None = None, replace: bool = False,
-               program: str | None = None) -> dict:
+def build_mdcr(data: DataFolder, corpus: str, models: ReadModels,
+               out: Annotated[str, Check(checks.corpus_name),
+                              Help("the benchmark's corpus name", required=True)], *,
+               seed: int = default("SEED"),
+               positives: Annotated[int | None, Check(checks.mdcr_count), Help(
+                   "positives per query (default: build_mdcr's)")] = None,
+               per_type: Annotated[int | None, Check(checks.mdcr_count),
+                                   Help("negatives of each type")] = None,
+               top: Annotated[int | None, Check(checks.depth), Help(
+                   "model-based negatives from the top N; most cited: the field's top N")] = None,
+               replace: bool = False,
+               program: Program = None) -> dict:
     """`make mdcr` (the mdcr command): an MDCR-style benchmark (MDCR §4) of `corpus`'s field-level
     test pools, the runs of `models` giving its model-based negatives, written as corpus `out` and
     timed; returns its manifest. A benchmark of other contents is replaced only with `replace`; the
@@ -685,8 +749,11 @@ def build_mdcr(data: Data | str | os.PathLike, corpus: str, models: Models,
     return built
 
 
-def mdcr_jaccard(data: Data | str | os.PathLike, corpus: str, models: Models, *,
-                 seed: int = default("SEED"), depth: int | None = None) -> pl.DataFrame:
+def mdcr_jaccard(data: DataFolder, corpus: str, models: ReadModels, *,
+                 seed: int = default("SEED"),
+                 depth: Annotated[int | None, Check(checks.depth), Help(
+                     "negatives compared per query (default: pipeline/mdcr/build.py's "
+                     "JACCARD_DEPTH)")] = None) -> pl.DataFrame:
     """`make mdcr-jaccard` (the mdcr-jaccard command): the Jaccard index of the highest-ranked
     negatives of each pair of `models`, averaged over queries and fields (MDCR §4: pick the models
     whose negatives overlap least), written to runs/reports/ and returned."""
@@ -700,7 +767,7 @@ def mdcr_jaccard(data: Data | str | os.PathLike, corpus: str, models: Models, *,
     return table
 
 
-def mdcr_scores(data: Data | str | os.PathLike, corpus: str, model: str,
+def mdcr_scores(data: DataFolder, corpus: str, model: str,
                 out: str | os.PathLike, *, split: str = default("SPLIT"),
                 shared_pairs: str = default("SHARED_PAIRS")) -> int:
     """`make mdcr-scores` (the mdcr-scores command): the official scores file of the runs `model` on
@@ -712,7 +779,10 @@ def mdcr_scores(data: Data | str | os.PathLike, corpus: str, model: str,
                              shared_pairs)
 
 
-def mdcr_evaluate(benchmark: str | os.PathLike, scores: str | os.PathLike
+def mdcr_evaluate(benchmark: Annotated[str | os.PathLike, Check(checks.given_path),
+                                         Help("mdcr_test.json or mdcr_val.json", required=True)],
+                  scores: Annotated[str | os.PathLike, Check(checks.given_path),
+                                    Help('{"<query>_<candidate>": score} JSON', required=True)]
                   ) -> tuple[pl.DataFrame, dict[str, float]]:
     """The mdcr-evaluate command's numbers: the official evaluator's for `scores` against
     `benchmark`, a row per field (x100) and each metric's macro average. Writes nothing."""
@@ -721,7 +791,7 @@ def mdcr_evaluate(benchmark: str | os.PathLike, scores: str | os.PathLike
     return evaluate_files(Path(benchmark), Path(scores))
 
 
-def export_beir(data: Data | str | os.PathLike, corpus: str, pool: str,
+def export_beir(data: DataFolder, corpus: str, pool: str,
                 out: str | os.PathLike) -> dict:
     """`make export-beir`: pool `pool` of `corpus` written as the BEIR folder `out`; returns the
     datasheet. `out` is new, empty or an earlier export; an MDCR-style pool is refused."""
@@ -730,7 +800,7 @@ def export_beir(data: Data | str | os.PathLike, corpus: str, pool: str,
     return write_beir(Data.of(data).place(corpus), pool, Path(out))
 
 
-def mteb_result(data: Data | str | os.PathLike, corpus: str, pool: str,
+def mteb_result(data: DataFolder, corpus: str, pool: str,
                 model: Model) -> dict:
     """The run of `model` on `pool` as an MTEB TaskResult's dict, scored from the saved run; writes
     nothing."""
@@ -740,7 +810,7 @@ def mteb_result(data: Data | str | os.PathLike, corpus: str, pool: str,
     return result_of(place, pool, _run(model, place, pool))
 
 
-def export_mteb(data: Data | str | os.PathLike, corpus: str, model: str,
+def export_mteb(data: DataFolder, corpus: str, model: str,
                 out: str | os.PathLike) -> list[Path]:
     """`make export-mteb`: the run `model` of each pool of `corpus` that has one written into `out`
     as an MTEB TaskResult file; returns the files. Refused where no pool has a run of `model`, and
@@ -750,10 +820,12 @@ def export_mteb(data: Data | str | os.PathLike, corpus: str, model: str,
     return write_mteb(Data.of(data).place(corpus), model, Path(out))
 
 
-def evaluate(data: Data | str | os.PathLike, corpus: str, pool: Pools | None, model: Models, *,
+def evaluate(data: DataFolder, corpus: str, pool: GivenPools, model: Models, *,
              metrics: Metrics = default("METRICS"),  # noqa: B008 (a str: immutable)
-             means: bool = False, save: bool = True, stale_only: bool = True,
-             collect: bool = False, program: str | None = None) -> pl.DataFrame:
+             means: bool = False, save: bool = True, stale_only: StaleOnly = True,
+             collect: Annotated[bool, Check(), Help("then gather every evaluation into "
+                                                   "runs/results.parquet (as collect)")] = False,
+             program: Program = None) -> pl.DataFrame:
     """`make eval` (the eval command): the runs of `model` scored on `pool` (None: every usable
     pool), saved and timed as make eval saves them, a current evaluation kept (`stale_only`),
     metrics beyond a pool's own added to its saved evaluation; `save=False` writes nothing,
@@ -803,7 +875,7 @@ def _scored(model: str | ModelEntry, place: Place, pools: list[str], one: bool
     return dict.fromkeys(pools, _run(model, None if isinstance(model, str) else place))
 
 
-def collect(data: Data | str | os.PathLike) -> pl.DataFrame:
+def collect(data: DataFolder) -> pl.DataFrame:
     """The collect command (make eval's last step): every current evaluation gathered into
     runs/results.parquet (written; one not current left out, logged with the command that makes it
     current) and returned."""
@@ -818,8 +890,8 @@ def _collect(data: Data) -> pl.DataFrame:
     return results
 
 
-def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = default("SEED"), *,
-                 collect: bool = True, exclude: str | os.PathLike | None = None,
+def build_report(data: DataFolder, corpus: str, seed: int = default("SEED"), *,
+                 collect: bool = True, exclude: Folder | None = None,
                  training_sets: TrainingSets | None = None,
                  shared_pairs: str = default("SHARED_PAIRS")) -> Report:
     """`make report` (the report command, then `Report.save()`): the Report of `corpus` and pool
@@ -846,8 +918,8 @@ def build_report(data: Data | str | os.PathLike, corpus: str, seed: int = defaul
                             collect, shared_pairs)
 
 
-def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
-                deep: bool = True, program: str = PIPELINE_COMMAND) -> list[str]:
+def verify_data(data: DataFolder, *folders: str | os.PathLike,
+                deep: bool = True, program: Name = PIPELINE_COMMAND) -> list[str]:
     """`make verify`: one line per problem of the data (or of `folders` in it), each with the
     command that repairs it; [] when all is well."""
     from pipeline.core.inputs import Roots
@@ -858,7 +930,7 @@ def verify_data(data: Data | str | os.PathLike, *folders: str | os.PathLike,
                   [Path(f) for f in folders] or None, deep=deep, named=data._named(program))
 
 
-def sweep(data: Data | str | os.PathLike) -> list[Path]:
+def sweep(data: DataFolder) -> list[Path]:
     """`make sweep` (the sweep command): the temporaries that stopped processes of this host left
     under the data roots removed; returns the paths removed, sorted."""
     from pipeline.core.atomic import sweep_temporaries
@@ -887,8 +959,8 @@ def warm() -> dict[str, Any]:
     return ready()
 
 
-def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
-                   src: str | os.PathLike, similarity: str = default("SIMILARITY"), *,
+def import_vectors(data: DataFolder, corpus: str, model: str,
+                   src: Folder, similarity: str = default("SIMILARITY"), *,
                    replace: bool = False) -> str:
     """`make import-vectors`: the store of `vectors:<model>` of `corpus` filled from `src`'s vectors
     (bad ones refused; ids of no paper of the corpus dropped and counted). The same file again
@@ -899,7 +971,7 @@ def import_vectors(data: Data | str | os.PathLike, corpus: str, model: str,
     return fill(Data.of(data).place(corpus), model, src, similarity, replace)["model"]
 
 
-def crossover(results: Results, a: str, b: str, *, metric: str = "map"
+def crossover(results: Results, a: Name, b: Name, *, metric: Name = "map"
               ) -> pl.DataFrame:
     """Where the curves of models `a` and `b` against pool size cross, per scope, as the report's
     crossover section: the crossing size and its 95% interval (none for an extrapolated crossing).
@@ -926,7 +998,8 @@ def variance(results: Results, corpus: str | None = None,
 def topic_set_size(results: Results,
                    deltas: Deltas = (0.01, 0.02, 0.05),
                    draws: Counts = (1, 3, 5, 10), corpus: str | None = None,
-                   seed: int = default("SEED"), alpha: float = 0.05, power: float = 0.8
+                   seed: int = default("SEED"), alpha: Alpha = 0.05,
+                   power: Annotated[float, Check(power_level)] = 0.8
                    ) -> pl.DataFrame:
     """How many queries each pair of models needs for the report's test, at level `alpha`, to reach
     `power` against each of `deltas` with each number of pool `draws`, from the variance components
@@ -960,7 +1033,7 @@ def _sampling(models: str | Sequence[str], sample: int, sample_seed: int,
                     judge_depth)
 
 
-def judge(data: Data | str | os.PathLike, corpus: str, models: Models,
+def judge(data: DataFolder, corpus: str, models: ReadModels,
           judge: str, *, sample: int = default("SAMPLE"),
           sample_seed: int = default("SAMPLE_SEED"), judge_depth: int = default("JUDGE_DEPTH"),
           judge_concurrency: int = default("JUDGE_CONCURRENCY"),
@@ -977,7 +1050,7 @@ def judge(data: Data | str | os.PathLike, corpus: str, models: Models,
                         concurrency=judge_concurrency)
 
 
-def judge_page(data: Data | str | os.PathLike, corpus: str, models: Models, *,
+def judge_page(data: DataFolder, corpus: str, models: ReadModels, *,
                sample: int = default("SAMPLE"), sample_seed: int = default("SAMPLE_SEED"),
                judge_depth: int = default("JUDGE_DEPTH")) -> Path:
     """`make judge-page`: the samples `judge` draws with these settings, written and shown on one
@@ -989,7 +1062,7 @@ def judge_page(data: Data | str | os.PathLike, corpus: str, models: Models, *,
     return judging_page(place, _sampling(models, sample, sample_seed, judge_depth))
 
 
-def judge_agreement(data: Data | str | os.PathLike, corpus: str, judge: str, *,
+def judge_agreement(data: DataFolder, corpus: str, judge: str, *,
                     judge_url: str | None = None,
                     judge_concurrency: int = default("JUDGE_CONCURRENCY")) -> Any:
     """`make judge-agreement`: CSFCube's expert-judged pairs graded by `judge`, and its agreement

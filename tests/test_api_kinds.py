@@ -16,8 +16,15 @@ from pipeline.cli.docs import annotation, argument_words, public_arguments
 from pipeline.core import annotations
 from pipeline.core.errors import InputError
 from pipeline.options import declared
-from pipeline.options.arguments import check_value, hints, takes, type_of, validated, words
-from pipeline.options.declared import declaration
+from pipeline.options.arguments import (
+    check_value,
+    hints,
+    split_rule,
+    takes,
+    type_of,
+    validated,
+    words,
+)
 
 
 def test_a_value_is_taken_by_its_annotation_whatever_its_order():
@@ -104,19 +111,20 @@ def test_none_is_taken_where_the_annotation_takes_it():
 
 def test_a_declared_type_is_only_where_no_annotation_says_it():
     """A declaration's `type` serves an argument with no annotation (a **keyword: search's
-    options, build_pool's fields): never one an annotation says."""
-    typed = {var for var in declared.DECLARED if var.type is not str}
+    options): never one an annotation says; build_pool's fields are its own parameters."""
+    typed = {var.keyword for var in declared.VARIABLES if var.type is not str}
+    unannotated = set()  # the keywords some function takes by its **keywords alone
     for function, names in public_arguments().items():
         for name in names:
-            if annotation(function, name) is not None:
-                assert declaration(function, name) not in typed or function != "build_pool", (
-                    function, name)
-    assert {var.keyword for var in typed} == {
-        "seed", "queries", "exclude", "size", "field", "repeat", "max_year", "query_year",
-        "min_positives",  # build_pool's **fields, PoolSpec's
-        "rerank_depth"}  # search's **options: a reranked run's depth
-    assert type_of("build_pool", "exclude") == str | os.PathLike | None
-    assert type_of("build_pool", "queries") == int | None  # QUERIES is optional
+            said = annotation(function, name)
+            if said is None:
+                unannotated.add(name)
+            else:
+                assert type_of(function, name, said) == split_rule(said)[0], (function, name)
+    assert typed and typed <= unannotated, typed - unannotated
+    assert type_of("search", "rerank_depth") is int
+    said = annotation("build_pool", "exclude")
+    assert type_of("build_pool", "exclude", said) == str | os.PathLike | None
     with pytest.raises(InputError, match=r"^build_pool: size=1.5: give a whole number \(an "
                                          r"int\) or a str, not a float$"):
-        check_value("build_pool", "size", 1.5)
+        check_value("build_pool", "size", 1.5, annotation("build_pool", "size"))

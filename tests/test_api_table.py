@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 from pathlib import Path
+from typing import Annotated
 
 import pytest
 
@@ -24,6 +25,7 @@ from pipeline.cli.docs import (
     stale,
     write,
 )
+from pipeline.core.annotations import Check
 from pipeline.core.errors import InputError
 from pipeline.layout import API_DOC
 from pipeline.options import declared
@@ -64,8 +66,8 @@ def root(tmp_path) -> Path:
     return tmp_path
 
 
-def made_up(data: pipeline.Data | str | os.PathLike, corpus: str, *, made_up_depth: int = 1
-            ) -> None:
+def made_up(data: pipeline.Data | str | os.PathLike, corpus: str, *,
+            made_up_depth: Annotated[int, Check(positive)] = 1) -> None:
     """A public function added at run time, with an argument of its own."""
 
 
@@ -89,19 +91,16 @@ def test_every_public_argument_has_its_row():
 
 def test_an_argument_of_a_public_function_without_its_row_makes_the_docs_stale(
         root, monkeypatch):
-    """A public function with an argument of its own (its declaration a keyword(...) for it
-    alone): docs/api.md is stale until written again, then its row says what to give and
-    names the function; the rest of docs/api.md is as it was."""
+    """A public function with an argument of its own (its rule a Check on its parameter, one
+    line): docs/api.md is stale until written again, then its row says what to give; the
+    rest of docs/api.md is as it was."""
     before = (root / API_DOC).read_text()
-    monkeypatch.setattr(declared, "KEYWORD_ONLY", (*declared.KEYWORD_ONLY, declared.keyword(
-        "made_up_depth", positive, functions=("made_up",))))
     monkeypatch.setattr(pipeline, "__all__", [*pipeline.__all__, "made_up"])
     monkeypatch.setattr(pipeline, "made_up", made_up, raising=False)
     assert stale(root) == [Path(API_DOC)]
     assert write(root) == [Path(API_DOC)] and stale(root) == []
     after = (root / API_DOC).read_text()
-    assert rows(after)["made_up_depth ['made_up']"] == (
-        {"made_up"}, "a whole number (an int): 1 or more")
+    assert rows(after)["made_up_depth []"] == (set(), "a whole number (an int): 1 or more")
     assert after.replace(block(after), "") == before.replace(block(before), "")
 
 
@@ -132,7 +131,7 @@ def test_an_undeclared_public_argument_is_refused_by_the_generator(root, monkeyp
     monkeypatch.setattr(pipeline, "made_up", unsaid, raising=False)
     before = (root / API_DOC).read_text()
     with pytest.raises(InputError, match="argument made_up_depth of made_up has neither an "
-                                         "annotation nor a declaration"):
+                                         "annotation nor a make variable"):
         write(root)
     assert (root / API_DOC).read_text() == before
 

@@ -278,10 +278,11 @@ def test_a_name_no_output_can_set_is_refused_at_every_door_it_enters(name):
     from pipeline.layout import check_name
     from pipeline.models import ModelEntry
     from pipeline.options import checks
-    from pipeline.options.declared import DECLARED
+    from pipeline.options.declared import VARIABLES
+    from tests.rules import api_rules
 
     doors = {checks.model_name, checks.scored_runs}
-    declared = [var for var in DECLARED if var.check in doors]
+    declared = [var for var in (*VARIABLES, *api_rules()) if var.check in doors]
     assert {var.check for var in declared} == doors  # each kind of name declared somewhere
     forms = [check for var in declared for check in (
         var.check, *(var.check_for(where) for where in var.forms))]

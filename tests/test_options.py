@@ -15,6 +15,7 @@ from pipeline.cli import docs
 from pipeline.options import declared
 from pipeline.options.checks import choice
 from tests.conftest import CHILD_BOUND_S
+from tests.rules import api_rules, rule
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -341,7 +342,7 @@ def test_each_option_has_one_name_its_keyword_and_flag_derived():
     from pipeline.cli.variables import OneLineParser
 
     assert not {"keywords", "alias", "flag"} & {f.name for f in fields(declared.Variable)}
-    for var in declared.DECLARED:
+    for var in (*declared.VARIABLES, *api_rules()):
         assert var.keyword == var.name.lower(), var.name
         assert var.option == "--" + var.keyword.replace("_", "-"), var.name
     for name, entry in registry.COMMANDS.items():
@@ -352,7 +353,7 @@ def test_each_option_has_one_name_its_keyword_and_flag_derived():
             assert (action.option_strings, action.dest) == ([var.option], var.keyword), name
     for function, names in docs.public_arguments().items():
         for name in names:
-            var = declared.declaration(function, name)  # None: its annotation alone
+            var = rule(function, name)  # None: its annotation alone
             assert var is None or var.keyword == name, (function, name)
 
 

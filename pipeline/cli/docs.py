@@ -68,24 +68,11 @@ def annotation(function: str, name: str) -> object:
     return arguments.hints(value.__init__ if isinstance(value, type) else value).get(name)
 
 
-def _pool_spec_fields() -> list[str]:
-    """build_pool's **fields: PoolSpec's fields that a declaration checks (as api.build_pool)."""
-    from dataclasses import fields
-
-    from pipeline.pools.build import PoolSpec
-
-    return [f.name for f in fields(PoolSpec) if declared.declaration("build_pool", f.name)]
-
-
-# the public functions' own **keywords, beside the declared options of their command
-OWN_KEYWORDS: dict[str, Callable[[], list[str]]] = {"build_pool": _pool_spec_fields}
-
-
 def public_arguments() -> dict[str, list[str]]:
     """Each public function (pipeline.__all__'s functions, each checked by
     arguments.validated, and the constructors of CHECKED_CLASSES) -> its arguments: its
     parameters (a *parameter by its name) and, for a **parameter, the keywords it takes (its
-    own, OWN_KEYWORDS, then its command's declared options)."""
+    command's declared options)."""
     import pipeline
 
     found = {}
@@ -96,9 +83,7 @@ def public_arguments() -> dict[str, list[str]]:
         params = inspect.signature(value).parameters.values()
         names = [p.name for p in params if p.kind is not p.VAR_KEYWORD]
         if any(p.kind is p.VAR_KEYWORD for p in params):
-            own = OWN_KEYWORDS[name]() if name in OWN_KEYWORDS else []
-            names += [key for key in (*own, *declared.command_keywords(name))
-                      if key not in names]
+            names += [key for key in declared.command_keywords(name) if key not in names]
         found[name] = list(dict.fromkeys(names))
     return found
 
@@ -111,23 +96,24 @@ def check_words(check: Callable[[str], object] | None) -> str:
 
 def argument_words(function: str, name: str) -> str:
     """What argument `name` of public function `function` takes: its type's words
-    (arguments.words), its declaration's check's (check_words), the make variable it is
-    checked as, and None where it is taken. An argument no declaration names is its
-    annotation alone; one with neither is refused."""
-    var, said = declared.declaration(function, name), annotation(function, name)
+    (arguments.words), its check's (check_words), the make variable it is checked as (none
+    where its parameter declares its own Check), and None where it is taken. An argument with
+    neither an annotation nor a variable is refused."""
+    said = annotation(function, name)
+    own = said is not None and arguments.split_rule(said)[1] is not None
+    var = None if own else declared.declaration(function, name)
     if var is None and said is None:
         raise InputError(f"{layout.API_DOC}: argument {name} of {function} has neither an "
-                         "annotation nor a declaration: annotate it, or declare it in "
-                         "pipeline/options/declared.py (a variable, or keyword(...))")
+                         "annotation nor a make variable of its name: annotate it (a Check "
+                         "and a Help where no variable says it: core/annotations.py)")
     hint = arguments.type_of(function, name, said)
     words = md_text(arguments.words(hint)).replace("|", "\\|")
-    check = None if var is None else var.check
+    check = arguments.check_of(function, name, said)
     values = "" if hint is bool else check_words(check)
-    if check is None and words == "a str" and not (var and var.variable):
+    if check is None and words == "a str" and var is None:
         words += ", checked by the function (see its section)"
-    return (words + (f": {values}" if values else "") + (
-        f", as `{var.name}`" if var and var.variable else "") + (
-        ", or None" if type(None) in arguments.members(hint) else ""))
+    return (words + (f": {values}" if values else "") + (f", as `{var.name}`" if var else "")
+            + (", or None" if type(None) in arguments.members(hint) else ""))
 
 
 def api_table() -> str:

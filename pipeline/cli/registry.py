@@ -14,9 +14,9 @@ from typing import Any
 
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.repair import PIPELINE_COMMAND, Where
+from pipeline.options.arguments import command_options
 from pipeline.options.declared import (
     BY_NAME,
-    KEYWORD_ONLY,
     VARIABLES,
     Variable,
     worded,
@@ -97,8 +97,11 @@ class Command:
 
 
 def staged(stage: str) -> list[Variable]:
-    """The declared options of the command `stage`: make's variables, then its own (keyword())."""
-    return [var for var in (*VARIABLES, *KEYWORD_ONLY) if stage in var.stages]
+    """The declared options of the command `stage`: make's variables, then those its API
+    function declares on its signature (a Check and a Help: arguments.command_options)."""
+    api = COMMANDS[stage].api if stage in COMMANDS else None
+    return [*(var for var in VARIABLES if stage in var.stages),
+            *(command_options(api, stage) if api else ())]
 
 
 COMMANDS: dict[str, Command] = {}
@@ -142,8 +145,9 @@ def check_parameters(function: Callable[..., Any], stage: str, own: set[str]) ->
                     and (not v.functions or name in v.functions)), None)
         if var is None:
             raise ValueError(f"command {stage}: parameter {param} of api.{name} is no declared "
-                             f"option of {stage}: declare it (its stages) in "
-                             "pipeline/options/declared.py, or give it in the registration")
+                             f"option of {stage}: name {stage} among a make variable's stages "
+                             "(pipeline/options/declared.py), give the parameter a Check and a "
+                             "Help (core/annotations.py), or give it in the registration")
         found.add(var.name)
     extra = [v.name for v in staged(stage) if v.name not in found]
     if extra and not any(v.kind is v.VAR_KEYWORD for v in signature.values()):

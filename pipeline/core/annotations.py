@@ -1,8 +1,10 @@
-"""The annotations of the Python API's arguments that a type alone does not say: each is an
-`Annotated` type carrying a `Given`, what to give in words (a refusal and docs/api.md's table
-say them) and a test of the value (a list not empty, a run in one of the forms it takes).
-options/arguments.py checks an argument by its annotation, with typeguard, then this test.
-Standard library only, at the bottom of the layers: the stages annotate with these."""
+"""The annotations of the Python API's arguments that a type alone does not say: an `Annotated`
+type carrying a `Given`, what to give in words (a refusal and docs/api.md's table say them) and
+a test of the value (a list not empty, a run in one of the forms it takes); and the rule of an
+argument that no make variable names, on its own parameter: `Annotated[type, Check(check),
+Help(text)]`. options/arguments.py checks an argument by its annotation, with typeguard, then
+the Given's test, then its rule (its Check, else the make variable of its name). Standard
+library only, at the bottom of the layers: the stages annotate with these."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
+
+from pipeline.core.numbers import significance_level
 
 
 @dataclass(frozen=True)
@@ -19,6 +23,32 @@ class Given:
 
     words: str
     test: Callable[[object], bool] = lambda value: True
+
+
+@dataclass(frozen=True)
+class Check:
+    """The rule of an API argument that no make variable names (or that means another thing
+    than the variable of its name: a single pool, a year), on its parameter: `check` reads the
+    value as a command line gives it (the API's value as text), as the variables' checks do
+    (pipeline/options/checks.py), so the API and the command line refuse it in the same words;
+    None: its annotation alone, not the variable of its name."""
+
+    check: Callable[[str], object] | None = None
+
+
+@dataclass(frozen=True)
+class Help:
+    """With a Check: the argument is also an option of its function's command (`python -m
+    pipeline <command> --<keyword>`, make passing it where a goal needs it), said by `text`,
+    given again for each value where it `repeats` (--pool a --pool b), or `required` there;
+    for a command that searches or embeds, whether its value `changes_run`
+    (options/declared.py's Variable.changes_run); its default (a str's) and whether it is a
+    bare switch (a bool) are its parameter's."""
+
+    text: str
+    repeats: bool = False
+    required: bool = False
+    changes_run: bool | str | None = None
 
 
 def accepts(value: object, forms: Sequence[Any]) -> bool:
@@ -106,7 +136,7 @@ Results = Annotated[str | os.PathLike | Table, Given(
     _one_of(*PATH, "DataFrame"))]
 Sample = Annotated[str | os.PathLike | Table, Given(
     "a sample's parquet file or a polars DataFrame (pipeline.judging.sample)",
-    _one_of(*PATH, "DataFrame"))]
+    _one_of(*PATH, "DataFrame")), Check()]  # not SAMPLE's (a count)
 Deltas = Annotated[Sequence[float], Given(
     "a non-empty list of differences in metric units, each in (0, 1], such as (0.01, 0.02)",
     _list_of(lambda x: accepts(x, (int, float)) and 0 < x <= 1))]
@@ -115,7 +145,7 @@ Counts = Annotated[Sequence[int], Given(
     _list_of(lambda x: accepts(x, (int,)) and x > 0))]
 Run = Annotated[RANKED, Given(
     "a TREC run file's path, a DataFrame (query, doc, score), a dict {query: {doc: score}}, "
-    "a list of ir_measures' ScoredDoc or a ranx Run", _one_of(*RUN))]
+    "a list of ir_measures' ScoredDoc or a ranx Run", _one_of(*RUN)), Check()]  # not RUN's
 Qrels = Annotated[RANKED, Given(
     "a TREC qrels file's path, a DataFrame (query, doc, relevance), a dict {query: {doc: "
     "grade}}, a list of ir_measures' Qrel or a ranx Qrels", _one_of(*QRELS))]
@@ -125,3 +155,7 @@ Judgments = Annotated[RANKED, Given(
 NamedRuns = Annotated[Mapping[str, Any], Given(
     "a dict of two or more runs, name (a str) -> run (a TREC run file's path, a DataFrame or "
     "a ranx Run)", _mapping(_text, RUN, 2))]
+# any path, checked as every path is (layout.check_path), not as DATA's, RAW's, SRC's or
+# EXCLUDE's (make's: a target's, without spaces)
+Folder = Annotated[str | os.PathLike, Check()]
+Alpha = Annotated[float, Check(significance_level)]  # compare's, topic_set_size's

@@ -56,3 +56,8 @@ def number_in(low: float, high: float, noun: str, example: str = "", *,
     parse.most = lambda: high  # type: ignore[attr-defined]
     parse.open_ends = open_ends  # type: ignore[attr-defined]
     return parse
+
+
+# the API's significance level and power (compare, topic_set_size): each strictly inside (0, 1)
+significance_level = number_in(0.0, 1.0, "a significance level", "0.05", open_ends=True)
+power_level = number_in(0.0, 1.0, "a power", "0.8", open_ends=True)

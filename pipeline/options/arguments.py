@@ -1,7 +1,8 @@
-"""The declarations applied to the Python API: each argument of a public function is checked
-before it runs, its type by its annotation (typeguard; an Annotated one of
-core/annotations.py also by its test), its value by its option's check, so the API, the
-command line and make refuse a bad value in the same words, on one line."""
+"""The rules applied to the Python API: each argument of a public function is checked before
+it runs, its type by its annotation (typeguard; an Annotated one of core/annotations.py also
+by its test), its value by its rule: its parameter's own Check, else the make variable of its
+name's check, so the API, the command line and make refuse a bad value in the same words, on
+one line. The rules on the signatures are read here for the command line and the docs too."""
 
 from __future__ import annotations
 
@@ -15,9 +16,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
 
-from typeguard import CollectionCheckStrategy, TypeCheckError, check_type
-
-from pipeline.core.annotations import PATH, Given, NamedRuns, Run
+from pipeline.core.annotations import PATH, Check, Given, Help, NamedRuns, Run
 from pipeline.core.errors import InputError, OptionError, quoted
 from pipeline.core.repair import Where
 from pipeline.layout import check_path
@@ -32,9 +31,11 @@ WORDS = {int: "a whole number (an int)", bool: "True or False", str: "a str",
          float: "a number (an int or a float)", os.PathLike: "an os.PathLike"}
 
 
-def hints(function: Callable) -> dict[str, object]:
+def hints(function: Callable, late: bool = True) -> dict[str, object]:
     """Each annotated parameter of `function` -> its annotation, evaluated in its module
-    (annotations are text: `from __future__ import annotations`), LATE's names imported."""
+    (annotations are text: `from __future__ import annotations`), one by one so that a
+    parameter's annotation is read alone: LATE's names imported, or with `late=False` such a
+    parameter left out (a class never carries a Check: the command line imports no stage)."""
     function, names, found = inspect.unwrap(function), {}, {}
     for name, param in inspect.signature(function).parameters.items():
         said = param.annotation
@@ -44,11 +45,74 @@ def hints(function: Callable) -> dict[str, object]:
             except NameError as exc:
                 if exc.name not in LATE:
                     raise
+                if not late:
+                    said = param.empty
+                    break
                 module = import_module(LATE[exc.name])
                 names[exc.name] = getattr(module, exc.name)
         if said is not param.empty:
             found[name] = said
     return found
+
+
+def split_rule(hint: object) -> tuple[object, Check | None, Help | None]:
+    """`hint` without the Check and Help it carries (core/annotations.py: on an Annotated type,
+    or on a member of a union: `Folder | None`), and them: the type is checked by typeguard,
+    the value by the Check."""
+    found: list[object] = []
+
+    def bare(said: object) -> object:
+        if get_origin(said) is Annotated:
+            kept = [m for m in said.__metadata__ if not isinstance(m, Check | Help)]
+            found.extend(m for m in said.__metadata__ if isinstance(m, Check | Help))
+            inner = bare(get_args(said)[0])
+            return Annotated[(inner, *kept)] if kept else inner
+        if get_origin(said) in (Union, types.UnionType):
+            return Union[tuple(bare(member) for member in get_args(said))]  # noqa: UP007
+        return said
+
+    hint = bare(hint)
+    return (hint, next((m for m in found if isinstance(m, Check)), None),
+            next((m for m in found if isinstance(m, Help)), None))
+
+
+def check_of(function: str, name: str, hint: object) -> Callable[[str], object] | None:
+    """The check of argument `name` of `function`: its annotation's Check (None: its
+    annotation alone), else the make variable of its name's (declared.declaration), in the
+    form `function` takes (Variable.check_for); None: none."""
+    own = split_rule(hint)[1]
+    if own is not None:
+        return own.check
+    var = declared.declaration(function, name)
+    return None if var is None else var.check_for(function)
+
+
+@functools.cache
+def own_options(function: Callable, stage: str = "", late: bool = True
+                ) -> tuple[declared.Variable, ...]:
+    """The rules `function` declares on its signature (a parameter with a Check), each as a
+    make variable is declared; one with a Help is also an option of the command `stage` (its
+    default a str's; a switch where a bool). `late=False`: no stage imported (hints)."""
+    params, options = inspect.signature(function).parameters, []
+    for name, hint in hints(function, late).items():
+        kind, own, said = split_rule(hint)
+        if own is None:
+            continue
+        default, command = params[name].default, (stage,) if said and stage else ()
+        options.append(declared.Variable(
+            name, default if isinstance(default, str) else "", own.check,
+            said.text if said else "", "api", type=kind, repeats=bool(said and said.repeats),
+            switch=kind is bool, stages=command, variable=False,
+            required=command if said and said.required else (),
+            changes_run=said.changes_run if said else None, functions=(function.__name__,)))
+    return tuple(options)
+
+
+def command_options(function: Callable, stage: str) -> list[declared.Variable]:
+    """The options of the command `stage` that its API `function` declares on its signature
+    (a parameter with a Check and a Help: own_options), read without importing a stage (the
+    command line's parser is built before the environment exists: make check)."""
+    return [var for var in own_options(function, stage, late=False) if var.stages]
 
 
 def members(hint: object) -> tuple[object, ...]:
@@ -65,6 +129,8 @@ def given(hint: object) -> Given | None:
 def takes(hint: object, value: object) -> bool:
     """Whether `value` is of type `hint` (each item of a list too; a bool is no number), and
     passes the test of the Annotated member that takes it."""
+    from typeguard import CollectionCheckStrategy, TypeCheckError, check_type  # the venv's
+
     for member in members(hint):
         said = given(member)
         of = get_args(member)[0] if said else member  # an Annotated type's own type
@@ -93,11 +159,11 @@ def words(hint: object) -> str:
 
 
 def type_of(function: str, name: str, hint: object = None) -> object:
-    """The type of argument `name` of `function`: its annotation (`hint`, evaluated), else,
-    where none says it (a **keyword's: search's options, build_pool's fields), its
+    """The type of argument `name` of `function`: its annotation (`hint`, evaluated), without
+    its Check and Help, else, where none says it (a **keyword's: search's options), its
     declaration's `type`, None too where it is optional."""
     if hint is not None:
-        return hint
+        return split_rule(hint)[0]
     var = declared.declaration(function, name)
     if var is None:
         raise unknown(function, name, [])
@@ -106,8 +172,9 @@ def type_of(function: str, name: str, hint: object = None) -> object:
 
 def check_value(function: str, name: str, value: object, hint: object = None) -> None:
     """One argument's type, by its annotation (`hint`, evaluated; None for a **keyword's: its
-    declaration's type), then its value by its option's check: a one-line InputError naming
+    declaration's type), then its value by its rule (check_of): a one-line InputError naming
     the function, the argument and what to give."""
+    check = check_of(function, name, hint)
     hint = type_of(function, name, hint)
     if value is None and type(None) in members(hint):
         return
@@ -117,8 +184,6 @@ def check_value(function: str, name: str, value: object, hint: object = None) ->
             value is not None and shown not in what) else ""
         raise InputError(f"{function}: {name}={quoted(value)}: give {what}{said}")
     check_paths(function, name, value, hint)
-    rule = declared.declaration(function, name)
-    check = None if rule is None else rule.check_for(function)
     if check is None:
         return
     try:
@@ -179,8 +244,8 @@ def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> 
 
 def known_options(function: str, owner: str, options: Mapping[str, Any],
                   own: Sequence[str]) -> None:
-    """The **keywords of `function` are `own` (build_pool's PoolSpec fields, a retriever kind's
-    options: `owner`'s) or the declared options of its command (search's): another is refused
+    """The **keywords of `function` are `own` (a retriever kind's options: `owner`'s) or the
+    declared options of its command (search's, index's): another is refused
     with the nearest known name. Their values are `validated`'s to check, once."""
     known = list(dict.fromkeys([*own, *declared.command_keywords(function)]))
     for name in options:

@@ -217,6 +217,15 @@ synthetic_size.words = f"{MIN_SYNTHETIC_PAPERS} to {MAX_SYNTHETIC_PAPERS:,}"  # 
 synthetic_size.most = lambda: MAX_SYNTHETIC_PAPERS  # type: ignore[attr-defined]
 
 
+def synthetic_papers(text: str) -> int | str:
+    """A synthetic corpus's papers (the API's synthetic=, papers=): a size (synthetic_size),
+    or '' for those it was made with (the corpus command's --synth without a number)."""
+    return parse_size(synthetic_size(text)) if text else text
+
+
+synthetic_papers.words, synthetic_papers.most = synthetic_size.words, synthetic_size.most  # type: ignore
+
+
 def field_names(text: str) -> str:
     """Fields as FIELD names them (pipeline.fields.resolve_fields), or none (empty)."""
     from pipeline.fields import resolve_fields
@@ -289,7 +298,7 @@ def dataset_list(text: str) -> str:
     return text
 
 
-# ---- the values of the API's own arguments (declared.py's keyword())
+# ---- the values of the API's own arguments (their Check, on their parameters)
 # The forms a model's name takes where it is given (MODEL's declaration: Variable.forms): a
 # model to load; a model's runs (<model>~<variant>: a perturbed-query run's); a run scored or
 # read (also one imported under its own name); a new imported run's name; imported vectors'
@@ -370,9 +379,6 @@ def named(text: str) -> str:
         raise InputError("give a non-empty name")
     return text
 
-
-probability = number_in(0.0, 1.0, "a significance level", "0.05", open_ends=True)
-power = number_in(0.0, 1.0, "a power", "0.8", open_ends=True)
 
 
 # what the values of the checks above take, in words, where their kind's words do not say it

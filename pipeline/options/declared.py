@@ -1,13 +1,13 @@
-"""Every option of the pipeline, declared once (DECLARED): make's variables, the stages'
-command-line options, the Python API's keywords, their defaults, `make help`,
-docs/variables.md and docs/api.md's table of the arguments all derive from it, so an option
-is its declaration here plus the code that uses it (docs/extending.md; BM25_K1 took four files
-by hand: benchmarks/results/option_bm25_k1.md). Standard library only (as checks.py is): make
-check runs it before the environment exists."""
+"""Every make variable, declared once (VARIABLES): its check, default, help and the commands
+that take it (the stages' command-line options), and the Python API's keyword of its name;
+`make help`, docs/variables.md and docs/api.md's table of the arguments derive from it, so an
+option is its declaration here plus the code that uses it (docs/extending.md; BM25_K1 took
+four files by hand: benchmarks/results/option_bm25_k1.md). An API argument that no variable
+names is declared on its own parameter (core/annotations.py: Check, Help). Standard library
+only (as checks.py is): make check runs it before the environment exists."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import shutil
@@ -36,7 +36,6 @@ from pipeline.glossary import (
     SPARSE_ENGINES,
     VARIANTS,
 )
-from pipeline.layout import parse_size
 from pipeline.models import (
     API_BATCH,
     API_CONCURRENCY,
@@ -69,13 +68,9 @@ from pipeline.models import (
     reranks_only,
 )
 from pipeline.options.checks import (
-    DTYPES,
-    backoff,
-    batch_count,
     choice,
     corpus_name,
     count,
-    cpus_per_task,
     dataset_list,
     depth,
     device,
@@ -85,29 +80,19 @@ from pipeline.options.checks import (
     given_path,
     gpus_per_task,
     input_path,
-    mdcr_count,
     metric_list,
     model_name,
-    named,
     non_negative,
     parallel_downloads,
-    part_count,
     pool_name,
-    positive,
-    power,
-    probability,
     prompt_text,
     query_count,
     repeat_count,
-    repeat_index,
-    retry_count,
     safe_path,
     sample_count,
-    scored_runs,
     shard_count,
     shard_index,
     sizes,
-    synth_shard_count,
     synthetic_size,
     training_sets,
     worker_count,
@@ -142,7 +127,7 @@ class Variable:
     one_word: bool = False  # one value (a path, a name): a space is refused
     stages: tuple[str, ...] = ()  # the commands of `python -m pipeline` that take it
     # an argument's type is its function's annotation's; this, where none says it (a
-    # **keyword's: search's options, build_pool's fields), None too where `optional`
+    # **keyword's: search's options), None too where `optional`
     type: Any = str
     repeats: bool = False  # the command line takes it again for each value (--pool a --pool b)
     switch: bool = False  # 0/1 on make's command line, a bare option on the stages'
@@ -152,7 +137,8 @@ class Variable:
     # encoder: True, part of the run's identity (run_options); MODEL_ID, through the model's
     # store; False, the runs are byte-identical whatever its value
     changes_run: bool | str | None = None
-    variable: bool = True  # False: an argument of the API alone (keyword())
+    # False: an argument of the API alone, declared on its parameter (arguments.own_options)
+    variable: bool = True
     functions: tuple[str, ...] = ()  # the API functions it is for (empty: every other)
     # its check runs with RULES, once the goals are known, not as it is read (MODEL: make
     # import-run's and import-vectors' name, or a run imported already, is no model to load)
@@ -272,15 +258,6 @@ def judge_spec(text: str) -> str:
     return text
 
 
-def synthetic_papers(text: str) -> int | str:
-    """A synthetic corpus's papers: a size (checks.synthetic_size), or '' for those it was
-    made with (the corpus command's --synth without a number)."""
-    return parse_size(synthetic_size(text)) if text else text
-
-
-synthetic_papers.words, synthetic_papers.most = synthetic_size.words, synthetic_size.most  # type: ignore
-
-
 def api_setting(variable: str) -> Callable[[str], int]:
     """EMBEDDINGS_BATCH's or EMBEDDINGS_CONCURRENCY's check (models.request_setting), with its
     maximum (API_LIMITS) said as every count's is."""
@@ -290,22 +267,8 @@ def api_setting(variable: str) -> Callable[[str], int]:
     return check
 
 
-def keyword(name: str, check: Callable[[str], object] | None = None, *, type: Any = str,
-            repeats: bool = False, functions: tuple[str, ...] = (), help: str = "",
-            stages: tuple[str, ...] = (), default: str = "", switch: bool = False,
-            required: tuple[str, ...] = (), changes_run: bool | str | None = None) -> Variable:
-    """An argument of the Python API with no make variable (a run given as a DataFrame, a
-    test's name): its value's check (its type: its function's annotation's, or `type` where
-    none says it); with `stages`, also an option of those commands
-    (--stale-only) that make passes itself (cli/goals.py search): its `help`, its `default`
-    there, a bare option if a `switch`."""
-    return Variable(name, default, check, help, "api", type=type, repeats=repeats,
-                    functions=functions, variable=False, stages=stages, switch=switch,
-                    required=required, changes_run=changes_run)
-
-
-V, A = Variable, keyword
-DECLARED: tuple[Variable, ...] = (
+V = Variable
+VARIABLES: tuple[Variable, ...] = (
     # ---- data
     V("CORPUS", "demo", corpus_name, "the corpus every stage works on: its folder under "
       "corpora/, indexes/ and runs/", "data", one_word=True),
@@ -352,11 +315,11 @@ DECLARED: tuple[Variable, ...] = (
     V("SEED", 0, non_negative, "the pools' seed (in a pool's name unless 0); also the "
       "random model's and make mdcr's", "pools",
       stages=("pool", "pools-paper", "report", "search", "mdcr", "mdcr-jaccard"),
-      type=int, changes_run=True),  # type: build_pool's **fields
+      changes_run=True),
     V("QUERIES", lambda v: "50" if v["CORPUS"] == "demo" else "", query_count,
       "query papers per pool", "pools",
       shown="50 on CORPUS=demo, else the paper's: 3,800 dataset-level, 200 per field",
-      optional=True, stages=("pool",), type=int),  # ditto
+      optional=True, stages=("pool",)),
     V("EXCLUDE", "", safe_path, "a file of CorpusIDs never used as queries (the paper: "
       "SPECTER's and SciNCL's training papers); they name the pools (-x<tag>)", "pools",
       shown="(empty: no paper left out)", optional=True, one_word=True,
@@ -552,84 +515,8 @@ DECLARED: tuple[Variable, ...] = (
     V("TEST_WORKERS", 2, xdist_workers, "test processes (pytest-xdist), each up to 1.3 "
       "GiB; pytest's own options go in PYTEST_ADDOPTS", "tests",
       one_word=True),
-    # ---- the API's own arguments, no make variable (docs/api.md, Validation); each of their
-    # types its function's annotation's, a `type` where none says it. An
-    # argument with a check of no option's (a pool's name, a count), an option of a command, or
-    # another meaning than a variable of its name; one with none of these is checked by its
-    # annotation alone, and declared nowhere (a run, a DataFrame, a flag)
-    A("data"), A("raw"),  # a Data or any path, not DATA's or RAW's (make's: without spaces)
-    A("exclude", type=str | os.PathLike | None),  # type: build_pool's **fields
-    A("src"),
-    A("models", scored_runs, functions=("judge", "judge_page", "build_mdcr", "mdcr_jaccard"),
-      stages=MODELS_READ, required=MODELS_READ, help="the models whose runs it reads, separated "
-      "by commas (mdcr: those whose top ranks give the negatives, the paper's "
-      "bm25,specter,scincl; judge, judge-page: those whose top ranks are sampled)"),
-    A("pool", pool_name, functions=("import_run",)),  # None: the whole run
-    *(A(name, synthetic_papers) for name in ("synthetic", "papers")),
-    A("shards", synth_shard_count, functions=("generate_corpus", "build_corpus")),
-    A("rebuild", pool_name, repeats=True, stages=("pool",),
-      help="rebuild an existing pool from its recorded parameters (if stale)"),
-    A("retries", retry_count, stages=("download",), help="retries without progress before a "
-      "file (or API call) is an error (default: s2client.Settings')"),
-    A("backoff", backoff, stages=("download",), help="seconds of the first pause between "
-      "tries, doubling each time (default: s2client.Settings')"),
-    A("min_citations", non_negative, stages=("prefilter", "corpus"), help="citations a paper "
-      "needs to stay (default: the prefilter's, MDCR §3)"),
-    # build_pool's **fields (PoolSpec's): no annotation says their types
-    A("size", parse_size, type=int | str), A("field", type=str | None, functions=("build_pool",)),
-    A("repeat", repeat_index, type=int), A("max_year", non_negative, type=int),
-    A("query_year", non_negative, type=int, stages=("pool",),
-      help="the queries' year (default: PoolSpec's)"),
-    A("min_positives", positive, type=int),
-    # True or False at the API, not the variables' 0 or 1 (make's STRICT=1)
-    *(A(flag) for flag in ("strict", "drop_unknown", "judged")),
-    # score's, inferred's and compare's
-    A("run"), A("sample", functions=("inferred",)),
-    A("alpha", probability), A("power", power),
-    *(A(name, named) for name in ("a", "b", "metric")),
-    A("program", named),  # verify_data's: a repair's (mdcr-pipeline); the others': Python's
-    # mdcr, mdcr-jaccard, mdcr-evaluate and the SLURM jobs: their commands' own options
-    *(A(name, check, functions=("build_mdcr",), stages=("mdcr",), help=what)
-      for name, check, what in (
-          ("positives", mdcr_count, "positives per query (default: build_mdcr's)"),
-          ("per_type", mdcr_count, "negatives of each type"),
-          ("top", depth, "model-based negatives from the top N; most cited: the field's "
-           "top N"))),
-    A("out", corpus_name, functions=("build_mdcr",), stages=("mdcr",), required=("mdcr",),
-      help="the benchmark's corpus name"),
-    A("depth", depth, functions=("mdcr_jaccard",), stages=("mdcr-jaccard",),
-      help="negatives compared per query (default: pipeline/mdcr/build.py's JACCARD_DEPTH)"),
-    *(A(name, given_path, functions=("mdcr_evaluate",), stages=("mdcr-evaluate",),
-        required=("mdcr-evaluate",), help=what)
-      for name, what in (("benchmark", "mdcr_test.json or mdcr_val.json"),
-                         ("scores", '{"<query>_<candidate>": score} JSON'))),
-    A("cpus_per_task", cpus_per_task, functions=("submit_embed", "after_embed"),
-      stages=SLURM_JOBS, help="CPUs of each SLURM job"),
-    # the commands' own options, which make passes itself (cli/goals.py search, score)
-    A("pool", pool_name, repeats=True,
-      functions=("search", "embed", "evaluate", "index", "submit_embed", "after_embed"),
-      stages=("index", "search", "embed", "submit-embed", "after-embed", "eval"),
-      help="pool name (repeatable; default all)", changes_run=False),
-    A("index", stages=("search",), switch=True, help="index the pools it searches first",
-      changes_run=False),
-    A("stale_only", stages=("search", "eval"), switch=True, help="keep what is current: runs "
-      "intact and made from their pool's current files, evaluations made from the current "
-      "pool and run", changes_run=False),
-    A("repair_pools", stages=("index", "search"), switch=True, help="first rebuild every pool "
-      "that is stale, damaged or half-written (as make pools)", changes_run=False),
-    A("collect", stages=("eval",), switch=True, help="then gather every evaluation into "
-      "runs/results.parquet (as collect)"),
-    *(A(name, check, stages=STORING, help=what, changes_run=False)
-      for name, check, what in (
-          ("batch_size", batch_count, "papers per batch (default: the encoder's)"),
-          ("part_size", part_count, "papers per store part, the work a kill can lose "
-           "(default: 4,096 for embeddings, 50,000 for BM25's analysed-text store)"))),
-    A("dtype", choice(DTYPES), stages=STORING, default=DTYPES[0], changes_run=MODEL_ID,
-      help="the store's vectors: float32, or float16 (half the disk)"),
 )
-del V, A
-VARIABLES = tuple(v for v in DECLARED if v.variable)  # make's, the stages' and the API's
-KEYWORD_ONLY = tuple(v for v in DECLARED if not v.variable)  # the API's alone
+del V
 BY_NAME = {v.name: v for v in VARIABLES}
 
 
@@ -872,15 +759,14 @@ RULES: tuple[Callable[[Any], None], ...] = (
     judge_has_endpoint)
 
 
-# ---- the Python API's arguments: which declaration an argument has (its type: its
-# annotation's); pipeline/options/arguments.py applies them
+# ---- the Python API's arguments: the variable an argument is checked as (its type: its
+# annotation's; an argument no variable names: its own Check, on its parameter), applied by
+# pipeline/options/arguments.py
 def declaration(function: str, name: str) -> Variable | None:
-    """The declaration of argument `name` of public function `function`: the one naming
-    `function`, else the API's own (a keyword: a run as a DataFrame, where the option is its
-    file), else an option's (one added at run time included); None: unknown."""
-    found = [v for v in (*VARIABLES, *KEYWORD_ONLY) if name == v.keyword
-             and (not v.functions or function in v.functions)]
-    return min(found, key=lambda v: (not v.functions, v.variable), default=None)
+    """The make variable that argument `name` of public function `function` is checked as:
+    the one of its keyword for `function` (its `functions`, where it names some); None: none."""
+    return next((v for v in VARIABLES if name == v.keyword
+                 and (not v.functions or function in v.functions)), None)
 
 
 def command_keywords(function: str) -> list[str]:

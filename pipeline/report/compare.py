@@ -8,12 +8,11 @@ bold, a run significantly below it with †: tables.column_marks).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
 
-from pipeline.core.annotations import Metrics, NamedRuns, Qrels
+from pipeline.core.annotations import Alpha, Metrics, NamedRuns, Qrels
 from pipeline.core.errors import InputError
 from pipeline.evaluation.score import (
     as_qrels,
@@ -108,26 +107,14 @@ class Comparison:
                 f"test={self.test!r}, correction={self.correction!r}, alpha={self.alpha!r})")
 
 
-def _checked(runs: Any, correction: Any, alpha: Any) -> None:
-    """compare's arguments other than the runs' contents, metrics and test, checked."""
-    if not isinstance(runs, Mapping) or len(runs) < 2:
-        raise InputError(f"runs: give a dict of two or more runs, name -> run (a TREC file, a "
-                         f"DataFrame or a ranx Run), not {type(runs).__name__}"
-                         + (f" of {len(runs)}" if isinstance(runs, Mapping) else ""))
-    for name in runs:
-        if not isinstance(name, str) or not name.strip():
-            raise InputError(f"runs: the name {name!r} is not a run's name: give each run a "
-                             "non-empty string")
+def _checked(correction: Any) -> None:
+    """compare's correction, which no annotation says (its other arguments: at its door)."""
     if correction not in CORRECTIONS:
         raise InputError(f"correction={correction!r}: use one of {', '.join(CORRECTIONS)}")
-    if (isinstance(alpha, bool) or not isinstance(alpha, (int, float))
-            or not 0 < alpha < 1):
-        raise InputError(f"alpha={alpha!r}: give a significance level between 0 and 1, such "
-                         "as 0.05")
 
 
 def compare(qrels: Qrels, runs: NamedRuns, metrics: Metrics, *,
-            test: str = "t-test", correction: str = "holm", alpha: float = 0.05
+            test: str = "t-test", correction: str = "holm", alpha: Alpha = 0.05
             ) -> Comparison:
     """Every pair of `runs` (name -> run, each in a form `pipeline.score` takes; ranx's order,
     the qrels first: a call in the old order is refused, `check_order`) compared on
@@ -135,7 +122,7 @@ def compare(qrels: Qrels, runs: NamedRuns, metrics: Metrics, *,
     paired t-test ("t-test", "t", "student") or Fisher's randomization test ("fisher",
     "randomization"), `correction` "holm" (Holm-Bonferroni over a metric's pairs) or "none",
     significant below `alpha`. Writes nothing; returns a Comparison."""
-    _checked(runs, correction, alpha)
+    _checked(correction)
     test = significance_test(test)
     asked = score_metrics(metrics)
     names = tuple(asked)  # each metric under the name it was asked by

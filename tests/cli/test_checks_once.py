@@ -38,24 +38,44 @@ pytestmark = pytest.mark.slow
 COUNTER = """
 import functools
 import os
+import sys
+from pipeline.core import annotations
 from pipeline.options import declared
 
 
-def counting(var):
-    check = var.__dict__["check"]
-    at = next(i for i, each in enumerate(declared.DECLARED) if each is var)
+def logging(check, name, at):
     if check is None:
         return None
 
     @functools.wraps(check)
     def logged(text, **form):
         with open(os.environ["CHECKS_LOG"], "a") as log:
-            log.write(f"{var.name}\\t{text}\\t{at}\\n")
+            log.write(f"{name}\\t{text}\\t{at}\\n")
         return check(text, **form)
     return logged
 
 
-declared.Variable.check = property(counting)
+def counting(var):
+    at = next((i for i, each in enumerate(declared.VARIABLES) if each is var), None)
+    if at is None:  # a parameter's rule: its Check's check, counted already (counting_own)
+        return var.__dict__["check"]
+    return logging(var.__dict__["check"], var.name, at)
+
+
+def counting_own(rule):  # a rule on a parameter (core/annotations.py's Check), logged under
+    # the parameter's name: its reader's (arguments.check_of, own_options) local `name`
+    # (another reader, a hash or a comparison: the check itself)
+    name = sys._getframe(1).f_locals.get("name")
+    check = rule.__dict__["check"]
+    return check if name is None else logging(check, name, "signature")
+
+
+def kept(var, value):
+    var.__dict__["check"] = value
+
+
+declared.Variable.check = property(counting, kept)
+annotations.Check.check = property(counting_own, kept)
 """
 
 

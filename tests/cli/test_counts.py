@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import pipeline
-from pipeline.cli.docs import check_words, public_arguments
+from pipeline.cli.docs import annotation, check_words, public_arguments
 from pipeline.cli.main import build_parser
 from pipeline.cli.variables import read
 from pipeline.core.errors import InputError
@@ -32,9 +32,10 @@ from pipeline.options.checks import (
     worker_count,
     xdist_workers,
 )
-from pipeline.options.declared import DECLARED, Variable, declaration
+from pipeline.options.declared import VARIABLES, Variable
 from pipeline.roots import data_roots
 from tests.conftest import CHILD_BOUND_S, refusal
+from tests.rules import api_rules, rule
 
 ROOT = Path(__file__).resolve().parents[2]
 # the options and API arguments that set how many processes, threads, shards or array tasks run
@@ -110,7 +111,7 @@ def test_a_count_above_its_bound_on_the_command_line_is_one_line(tmp_path):
 
 def test_every_count_argument_of_the_api_is_bounded():
     for name in COUNT_ARGUMENTS:
-        check = declaration("build_corpus", name).check
+        check = rule("build_corpus", name).check
         with pytest.raises((argparse.ArgumentTypeError, InputError), match="use at most"):
             check(HUGE)
 
@@ -147,6 +148,10 @@ NOT_COUNTS = {"SEED", "SAMPLE_SEED", "DEMO_SEED", "max_year", "query_year", "min
 NOT_COUNT_OPTIONS = {"--synth-seed"}
 
 
+# make's variables and the rules the API's functions declare on their parameters
+EVERY_RULE = [*VARIABLES, *api_rules()]
+
+
 def takes_a_number(var: Variable) -> bool:
     """Whether `var`'s values are numbers: its check reads a whole number (`int`: int_at_least,
     per_core) or a range (checks.maximum), or the API takes it as an int or a float."""
@@ -156,14 +161,14 @@ def takes_a_number(var: Variable) -> bool:
 
 def bounded() -> list[Variable]:
     """Every declaration with a maximum (checks.maximum)."""
-    return [var for var in DECLARED if maximum(var.check) is not None]
+    return [var for var in EVERY_RULE if maximum(var.check) is not None]
 
 
 def test_every_count_and_number_has_a_maximum_said_in_the_docs():
     """Every declared number is a count with a maximum (or a seed, a year, a threshold:
     NOT_COUNTS), and so is every whole-number option of every command; the maximum is in the
     generated tables (docs/variables.md, docs/api.md)."""
-    unbounded = {var.name for var in DECLARED if takes_a_number(var)
+    unbounded = {var.name for var in EVERY_RULE if takes_a_number(var)
                  and maximum(var.check) is None}
     assert unbounded == NOT_COUNTS
     counted = {var.name for var in bounded()}
@@ -174,7 +179,7 @@ def test_every_count_and_number_has_a_maximum_said_in_the_docs():
             "backoff", "repeat", "batch_size", "part_size", "positives", "per_type", "top",
             "depth", "shards", "cpus_per_task", "alpha", "power", "DEMO_PAPERS", "papers",
             "synthetic"} <= counted, counted
-    declared = {var.option for var in DECLARED}
+    declared = {var.option for var in EVERY_RULE}
     options = {option for _, option, action in every_option()
                if getattr(action.type, "__name__", "") == "int"
                and maximum(action.type) is None and option not in declared}
@@ -236,9 +241,9 @@ def test_above_the_maximum_nan_inf_and_minus_one_are_refused_from_every_door(var
             assert line.startswith("error: ") and f" {stage}: {var.option}: " in line, line
             doors += 1
         for function, names in public_arguments().items():
-            for name in (n for n in names if declaration(function, n) is var):
+            for name in (n for n in names if rule(function, n) is var):
                 with pytest.raises(InputError) as refused:
-                    check_value(function, name, typed(text))
+                    check_value(function, name, typed(text), annotation(function, name))
                 line = str(refused.value)
                 assert line.startswith(f"{function}: {name}=") and "\n" not in line, line
                 doors += 1
@@ -337,7 +342,7 @@ def test_a_path_holding_a_nul_byte_is_one_line_naming_the_input(call, message, t
 NOT_ASCII_NUMBERS = ("５", "٣", " 5", "5 ")
 
 
-@pytest.mark.parametrize("var", [var for var in DECLARED if takes_a_number(var)],
+@pytest.mark.parametrize("var", [var for var in EVERY_RULE if takes_a_number(var)],
                          ids=lambda var: var.name)
 def test_a_number_in_other_digits_or_spaced_is_refused_from_every_door(var, capsys):
     """`REPEATS=５`, `K=٣`, `SEED=٣` and ' 5' ran as 5, 3, 3 and 5 (issue 88): every number's

@@ -167,13 +167,13 @@ def test_a_functions_keywords_take_the_commands_other_declared_options(made_up, 
 
 
 def test_a_commands_own_declared_option_is_in_every_stage_it_names(capsys):
-    """The options make passes itself (keyword() with stages: --pool, --stale-only, the
-    store's) are declared once and offered, with their help and check, by each command their
-    declaration names, whether or not it is an API function's; a bad value is refused by
-    the declaration's check, naming the flag."""
+    """The options make passes itself (--pool, --stale-only, the store's), declared on their
+    API function's parameters (a Check and a Help), are offered with their help and check by
+    that function's command; a bad value is refused by the parameter's check, naming the
+    flag."""
     parsers = {name: entry.add_to(OneLineParser(prog=name))
                for name, entry in registry.COMMANDS.items()}
-    own = [v for v in declared.KEYWORD_ONLY if v.stages]
+    own = [v for name in registry.COMMANDS for v in registry.staged(name) if not v.variable]
     assert {v.name for v in own} >= {"pool", "stale_only", "batch_size", "dtype", "part_size"}
     for var in own:
         for stage in var.stages:
