@@ -293,6 +293,9 @@ RERANK_API_KIND, RERANK_URL, NO_ORG = "served-reranker", "RERANK_URL", "_"
 SERVED_URLS = {API_KIND: (API_URL, "http://127.0.0.1:8000/v1/embeddings"),
                RERANK_API_KIND: (RERANK_URL, "http://127.0.0.1:7997/rerank")}
 API_KEY = "OPENAI_API_KEY"  # the variable every OpenAI-compatible client reads its key from
+# the repair of a served model's refusal of its key (core/http.Words.hints), for every client
+KEY_HINTS = {401: f"set {API_KEY} to the endpoint's key",
+             403: f"set {API_KEY} to a key allowed this model"}
 API_DEFAULTS = {API_BATCH: 32, API_CONCURRENCY: 4}  # inputs per request; requests at once
 API_LIMITS = {API_BATCH: 2048, API_CONCURRENCY: 64}  # OpenAI's inputs per request; a bound
 

@@ -11,6 +11,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 
 # Each xdist worker gets its share of the cores for torch's threads (and the stages it runs as
@@ -19,6 +21,7 @@ import pytest
 if _WORKERS := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // int(_WORKERS))))
 
+import pipeline
 from pipeline.core.locks import file_lock
 from pipeline.ingest import ingest, prefilter
 from pipeline.ingest.synthetic import SyntheticConfig, generate
@@ -71,6 +74,23 @@ def refusal(done: subprocess.CompletedProcess) -> str:
 def pool_of(size: int) -> str:
     """Name of the fixture's dataset-level pool of `size` candidates."""
     return pool_name("all", size, 0, POOL_SEED)
+
+
+def pair_values(pools: dict[str, tuple[float, float]], noise: float, queries: int
+                ) -> pl.DataFrame:
+    """Per-query values (judging/intervals' VALUE_SCHEMA) of models a and b in each pool: their
+    (cited, inferred) differences a - b over a base drawn per query, with `noise` sd per
+    query and draw; the same values at every call."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for pool, (cited, inferred) in pools.items():
+        for q in range(queries):
+            base = rng.uniform(0.3, 0.6)
+            for model, sign in (("a", 1), ("b", 0)):
+                rows.append({"pool": pool, "model": model, "query": f"q{q}", "metric": "jkAP",
+                             "cited": base + sign * cited + rng.normal(0, noise),
+                             "inferred": base + sign * inferred + rng.normal(0, noise)})
+    return pl.DataFrame(rows)
 
 
 # ---- markers (registered in pyproject.toml) ---------------------------------------------------
@@ -614,6 +634,23 @@ def cross_folder(tiny_bert, corpus_dir, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("cross") / "ce"
     model.save(str(out))
     return out
+
+
+CROSS_ENCODER = "st:local/ce"  # cross_folder's model, run here
+
+
+def cross_reranked(corpus_dir: Path, cross_folder: Path, root: Path, pool: str, k: int,
+                   depth: int) -> tuple[pipeline.Data, Place]:
+    """BM25's top `k` of `pool` searched under `root`, then its top `depth` reranked by
+    cross_folder run here (CROSS_ENCODER): the reranked run a reranker's tests compare with,
+    and the data and place it lies in."""
+    from pipeline.models import reranked_name
+
+    data = pipeline.Data(corpora=corpus_dir.parent, indexes=root / "indexes", runs=root / "runs")
+    pipeline.search(data, corpus_dir.name, pool, "bm25", k=k, threads=1)
+    pipeline.search(data, corpus_dir.name, pool, reranked_name(CROSS_ENCODER, "bm25"), k=k,
+                    threads=1, model_path=cross_folder, rerank_depth=depth)
+    return data, Place(corpus_dir, root / "indexes", root / "runs")
 
 
 # The tiny ColBERT folder PyLate saves (pylate_folder): short lengths, so whole abstracts are cut

@@ -9,8 +9,10 @@ import contextlib
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -99,6 +101,21 @@ def running(server: LocalServer) -> Iterator[LocalServer]:
         server.release.set()
         server.shutdown()
         server.server_close()
+
+
+def killed_when_held(server: LocalServer, args: list[str], stage: str) -> None:
+    """`python -m pipeline *args` (this checkout's package) killed with SIGKILL once `server`
+    holds its request numbered `hold_at` unanswered (the `stage` never reaching it fails the
+    test), then the held request let go: what a run killed mid-request leaves behind."""
+    process = subprocess.Popen([sys.executable, "-m", "pipeline", *args],
+                               env={**os.environ, "PYTHONPATH": os.getcwd()},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert server.held.wait(120), f"the {stage} never reached the held request"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+    server.release.set()
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -1,10 +1,12 @@
 """Every HTTP request of the package: the Semantic Scholar Datasets API's JSON answers and its
 files (ingest/s2client.py, for make download and its diffs), the served embeddings
-(encoding/served.py) and the judge's chat completions (judging/chat.py). No other module
-imports an HTTP library (tests/core/test_http.py looks).
+(encoding/served.py) and rerankings (encoding/served_rerank.py) and the judge's chat
+completions (judging/chat.py). No other module imports an HTTP library (tests/core/test_http.py
+looks).
 
 Connections: `connection_pool`, urllib3's pool with no retry of its own, each connection
-watched by its attempt's `Watch`.
+watched by its attempt's `Watch`. A served model's endpoint (embeddings, reranker, judge) is an
+`Endpoint`: its URL, its pool, and its JSON headers, the key only in the Authorization one.
 
 A request for an answer (`bounded_request`: a JSON POST, an API's GET): a request answered 429
 or 5xx (RETRIED), or whose connection failed, is sent again up to `retries` times, after the
@@ -563,6 +565,32 @@ def refusal(status: int, data: bytes, key: Secrets, words: Words) -> str:
     server said (`said`: the key hidden) and the hint."""
     return (f"{words.where}: it answered {status} ({said(data, key)}): "
             f"{words.hints.get(status, words.hint)}")
+
+
+# ---- a served model's endpoint ------------------------------------------------------------------
+class Endpoint:
+    """The client of one served model's JSON endpoint at `url` (embeddings, a reranker, the
+    judge's chat): `at_once` connections kept (connection_pool), and `key` (the caller's,
+    checked: models.api_key) sent only in the Authorization header, and kept to hide it from
+    whatever a server echoes (`said`, core/secrets.redacted)."""
+
+    def __init__(self, url: str, key: str | None, at_once: int) -> None:
+        self.url, self.key = url, key
+        self.pool = connection_pool(at_once)
+        self.headers = {"Content-Type": "application/json"}
+        if key:
+            self.headers["Authorization"] = f"Bearer {key}"
+
+    def post(self, body: bytes, bounds: Bounds, words: Words, most: int) -> bytes | None:
+        """The body of the 200 reply to POSTing `body`, None when larger than `most` bytes
+        (bounded_request: retried within `bounds`, any other outcome one line in `words`)."""
+        return bounded_request(self.pool, "POST", self.url, body, self.headers, self.key,
+                               bounds, words, most)
+
+    def json_reply(self, data: bytes, fits: Callable[[Any], bool], wrong: str, repair: str) -> Any:
+        """The reply's JSON value when `fits(value)`, else one line (json_reply: the key
+        hidden in what the reply is shown to begin with)."""
+        return json_reply(data, self.key, fits, wrong, repair)
 
 
 # ---- several requests at once -----------------------------------------------------------------

@@ -39,20 +39,18 @@ import numpy as np
 from pipeline.core.errors import InputError
 from pipeline.core.http import (
     Bounds,
+    Endpoint,
     Words,
-    bounded_request,
-    connection_pool,
     each_at_once,
     endpoint_identity,
-    json_reply,
 )
 from pipeline.core.logs import Progress
 from pipeline.core.secrets import shown_url
 from pipeline.encoding.objects import ObjectEncoder
 from pipeline.models import (
-    API_KEY,
     API_KIND,
     API_URL,
+    KEY_HINTS,
     SERVED_URLS,
     ModelEntry,
     ServedModel,
@@ -86,8 +84,7 @@ DIGITS = 6
 # same one's vectors rotated 10%, 0.994 and below)
 MIN_COSINE = 0.999
 # A refusal's repair by status (any other: HINT)
-HINTS = {401: f"set {API_KEY} to the endpoint's key",
-         403: f"set {API_KEY} to a key allowed this model",
+HINTS = {**KEY_HINTS,
          404: f"give {API_URL} the whole URL (the server's path: docs/encoders.md, Served "
               "models) and the model's name as the endpoint serves it",
          413: "lower EMBEDDINGS_BATCH to the endpoint's limit"}
@@ -106,17 +103,13 @@ class Remote:
         return "remote (the endpoint's)"
 
 
-class EmbeddingsClient:
+class EmbeddingsClient(Endpoint):
     """Requests to one endpoint for one model: `encode(texts)` is their vectors, in order.
     `key`: the key the Authorization header carries, checked (models.api_key)."""
 
     def __init__(self, entry: ServedModel, key: str | None) -> None:
+        super().__init__(entry.endpoint, key, entry.concurrency)
         self.entry = entry
-        self.pool = connection_pool(entry.concurrency)
-        self.headers = {"Content-Type": "application/json"}
-        self.key = key  # kept to blank it out of an error the server echoes it in
-        if key:
-            self.headers["Authorization"] = f"Bearer {key}"
         self.dim: int | None = None  # set by the first reply; every later one must match
         self.tokens = 0  # usage.prompt_tokens summed over the replies that give it
         self.lock = threading.Lock()  # dim and tokens, set by concurrent requests
@@ -140,8 +133,7 @@ class EmbeddingsClient:
                       f"the reply to a request of {n} inputs",
                       "embed again (the papers stored so far are kept)", HINTS, HINT)
         bound = n * ((self.dim or MAX_DIM) * VALUE_BYTES + ITEM_BYTES) + REPLY_SLACK
-        data = bounded_request(self.pool, "POST", self.entry.endpoint, body, self.headers,
-                               self.key, bounds, words, bound)
+        data = self.post(body, bounds, words, bound)
         if data is None:
             raise InputError(f"{self.where()}: its reply to {n} inputs is larger than "
                              f"{bound:,} bytes, more than {n} embeddings of "
@@ -151,11 +143,11 @@ class EmbeddingsClient:
 
     def _json(self, data: bytes) -> dict:
         """The reply as JSON with data[] (core/http.json_reply)."""
-        return json_reply(data, self.key, lambda reply: isinstance(reply, dict) and
-                          isinstance(reply.get("data"), list),
-                          f"{self.where()}: its reply is not an embeddings list (JSON with "
-                          "data[])", f"give {API_URL} the embeddings URL of an "
-                          "OpenAI-compatible server")
+        return self.json_reply(data, lambda reply: isinstance(reply, dict) and
+                               isinstance(reply.get("data"), list),
+                               f"{self.where()}: its reply is not an embeddings list (JSON "
+                               "with data[])", f"give {API_URL} the embeddings URL of an "
+                               "OpenAI-compatible server")
 
     def _vectors(self, reply: dict, n: int) -> np.ndarray:
         """The reply's embeddings placed by their `index`: each of 0..n-1 exactly once, of

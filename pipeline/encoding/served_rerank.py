@@ -35,11 +35,9 @@ import numpy as np
 from pipeline.core.errors import InputError
 from pipeline.core.http import (
     Bounds,
+    Endpoint,
     Words,
-    bounded_request,
-    connection_pool,
     each_at_once,
-    json_reply,
 )
 from pipeline.core.logs import Progress
 from pipeline.encoding.encoders import join_text
@@ -57,14 +55,13 @@ from pipeline.encoding.served import (
     RETRIES,
     served_entry,
 )
-from pipeline.models import API_BATCH, API_KEY, RERANK_URL, ModelEntry, api_key
+from pipeline.models import API_BATCH, KEY_HINTS, RERANK_URL, ModelEntry, api_key
 
 log = logging.getLogger(__name__)
 
 # The fingerprint's pairs: the first probe text as the query, every probe as a document
 PROBE = (PROBES[0], list(PROBES))
-HINTS = {401: f"set {API_KEY} to the endpoint's key",
-         403: f"set {API_KEY} to a key allowed this model",
+HINTS = {**KEY_HINTS,
          404: f"give {RERANK_URL} the whole URL (the server's path: /rerank, /v1/rerank or "
               "/v2/rerank) and the model's name as the endpoint serves it",
          413: f"lower {API_BATCH} (documents per request) to the endpoint's limit",
@@ -75,7 +72,7 @@ pause = time.sleep  # how a retry waits (the tests count the waits instead)
 clock = time.monotonic  # how the deadline is kept
 
 
-class ServedScorer:
+class ServedScorer(Endpoint):
     """A reranker served at RERANK_URL: `score` gives each pair's score, as the endpoint
     gives it, one request per query paper and EMBEDDINGS_BATCH of its candidates."""
 
@@ -85,11 +82,7 @@ class ServedScorer:
         if model_path is not None or device is not None:
             raise InputError(f"MODEL {entry.name} is served by {self.entry.endpoint}: it has "
                              "no MODEL_PATH or device here; leave them out")
-        self.key = api_key()
-        self.pool = connection_pool(self.entry.concurrency)
-        self.headers = {"Content-Type": "application/json"}
-        if self.key:
-            self.headers["Authorization"] = f"Bearer {self.key}"
+        super().__init__(self.entry.endpoint, api_key(), self.entry.concurrency)
         self.lock = threading.Lock()
         self.requests = 0
         self.fingerprint = np.round(self._scores(*PROBE), DIGITS).tolist()
@@ -142,15 +135,14 @@ class ServedScorer:
         # a score per document, or each document echoed back where a server ignores
         # return_documents: at most ITEM_BYTES and 6 bytes a character each (JSON's \\uXXXX)
         bound = REPLY_SLACK + sum(ITEM_BYTES + 6 * len(text) for text in documents)
-        data = bounded_request(self.pool, "POST", self.entry.endpoint, body, self.headers,
-                               self.key, bounds, words, bound)
+        data = self.post(body, bounds, words, bound)
         with self.lock:
             self.requests += 1
         if data is None:
             raise InputError(f"{self.where()}: its reply to {n} documents is larger than "
                              f"{bound:,} bytes, more than their scores can be: give "
                              f"{RERANK_URL} an endpoint that speaks the /rerank protocol")
-        reply = json_reply(data, self.key, lambda reply: isinstance(reply, list) or (
+        reply = self.json_reply(data, lambda reply: isinstance(reply, list) or (
             isinstance(reply, dict) and isinstance(reply.get("results"), list)),
             f"{self.where()}: its reply is not a reranking (JSON results[] or a list)",
             f"give {RERANK_URL} the URL of a /rerank endpoint (docs/retrieval.md)")

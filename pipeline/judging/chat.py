@@ -28,15 +28,13 @@ from urllib.parse import urlsplit
 from pipeline.core.errors import InputError
 from pipeline.core.http import (
     Bounds,
+    Endpoint,
     Words,
-    bounded_request,
-    connection_pool,
     endpoint_identity,
-    json_reply,
     said,
 )
 from pipeline.core.secrets import redacted, shown_url
-from pipeline.models import API_CONCURRENCY, API_KEY, API_LIMITS, endpoint_url
+from pipeline.models import API_CONCURRENCY, API_LIMITS, KEY_HINTS, endpoint_url
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +48,7 @@ DEADLINE = 300.0  # seconds one request may take in all, its attempts and the wa
 NOTICE = 30.0  # seconds after which a request not yet answered is said, once
 MAX_REPLY = 1 << 20  # bytes of a reply read at most (a grade is a few dozen)
 # A refusal's repair by status (any other: HINT)
-HINTS = {401: f"set {API_KEY} to the endpoint's key",
-         403: f"set {API_KEY} to a key allowed this model",
+HINTS = {**KEY_HINTS,
          404: f"give {JUDGE_URL} the server's address and the model's name as it serves it "
               "(JUDGE=api:<model>)"}
 HINT = "check the model's name and the endpoint's limits"
@@ -83,16 +80,13 @@ class Completion(NamedTuple):
     model: str | None
 
 
-class ChatClient:
+class ChatClient(Endpoint):
     """Chat completions of one `model` at `url` (chat_url's), the Authorization header
     carrying `key` (checked: models.api_key)."""
 
     def __init__(self, url: str, model: str, key: str | None) -> None:
-        self.url, self.model, self.key = url, model, key
-        self.pool = connection_pool(API_LIMITS[API_CONCURRENCY])  # JUDGE_CONCURRENCY's bound
-        self.headers = {"Content-Type": "application/json"}
-        if key:
-            self.headers["Authorization"] = f"Bearer {key}"
+        super().__init__(url, key, API_LIMITS[API_CONCURRENCY])  # JUDGE_CONCURRENCY's bound
+        self.model = model
 
     def where(self) -> str:
         return f"JUDGE api:{self.model} at {shown_url(self.url)}"
@@ -129,8 +123,7 @@ class ChatClient:
         bounds = Bounds(RETRIES, BACKOFF, MAX_WAIT, CONNECT, READ, DEADLINE, NOTICE, pause, clock)
         words = Words("judge", self.where(), JUDGE_URL, "request", "a reply",
                       "judge again (the pairs judged so far are kept)", HINTS, HINT)
-        data = bounded_request(self.pool, "POST", self.url, body, self.headers, self.key,
-                               bounds, words, MAX_REPLY)
+        data = self.post(body, bounds, words, MAX_REPLY)
         if data is None:
             raise InputError(f"{self.where()}: its reply is larger than {MAX_REPLY:,} bytes, "
                              f"more than a grade takes: give {JUDGE_URL} a chat completions "
@@ -139,7 +132,7 @@ class ChatClient:
 
     def _json(self, data: bytes) -> dict:
         """The reply as a JSON object (core/http.json_reply)."""
-        return json_reply(data, self.key, lambda reply: isinstance(reply, dict),
-                          f"{self.where()}: its reply is not JSON",
-                          f"give {JUDGE_URL} the address of a server that speaks OpenAI's "
-                          "chat completions protocol")
+        return self.json_reply(data, lambda reply: isinstance(reply, dict),
+                               f"{self.where()}: its reply is not JSON",
+                               f"give {JUDGE_URL} the address of a server that speaks "
+                               "OpenAI's chat completions protocol")

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core.http import Bounds, Stall, endpoint_identity
+from pipeline.core.errors import InputError
+from pipeline.core.http import Bounds, Endpoint, Stall, endpoint_identity
 from pipeline.encoding.served import ServedEncoder
 from pipeline.judging.assessor import assessor
 from pipeline.judging.chat import chat_url
@@ -74,6 +75,24 @@ def test_bounds_that_make_no_sense_are_refused_where_they_are_made(field, value)
         Bounds(**{**sane, field: value})
     with pytest.raises(ValueError, match="window"):
         Stall(1.0, window=-1.0)
+
+
+def test_an_endpoint_carries_its_key_in_the_authorization_header_only():
+    """The served clients (embeddings, reranker, judge) are each an Endpoint: the key goes in
+    the Authorization header and nowhere else of the request, none without a key, the pool
+    keeps `at_once` connections, and a reply that is not what was asked is shown with the
+    key hidden."""
+    key = "sk-endpoint-0123456789abcdef"
+    keyed = Endpoint("http://127.0.0.1:9/v1/embeddings", key, 3)
+    assert keyed.headers == {"Content-Type": "application/json",
+                             "Authorization": f"Bearer {key}"}
+    assert Endpoint(keyed.url, None, 3).headers == {"Content-Type": "application/json"}
+    assert keyed.pool.connection_pool_kw["maxsize"] == 3
+    with pytest.raises(InputError) as refused:
+        keyed.json_reply(f"no JSON, only {key}".encode(), lambda reply: True, "not JSON", "fix")
+    assert key[3:] not in str(refused.value) and "<key>" in str(refused.value)
+    assert keyed.json_reply(b'{"data": []}', lambda reply: "data" in reply, "", "") == \
+        {"data": []}
 
 
 def test_a_retrys_wait_doubles_to_its_cap_and_takes_retry_after_capped():

@@ -11,7 +11,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -31,7 +30,15 @@ from pipeline.layout import run_paths, store_dir
 from pipeline.models import get_model, served_model
 from pipeline.pools.build import PoolSpec, build_pool
 from tests.conftest import CHILD_BOUND_S, POOL_SEED, copy_corpus, make_ok, refusal
-from tests.servers import EMBEDDINGS, URL_SECRET, LocalServer, closed_port, infinity, running
+from tests.servers import (
+    EMBEDDINGS,
+    URL_SECRET,
+    LocalServer,
+    closed_port,
+    infinity,
+    killed_when_held,
+    running,
+)
 
 pytestmark = pytest.mark.slow  # the real MiniLM weights, served
 SERVED = "sentence-transformers/all-MiniLM-L6-v2"
@@ -293,19 +300,10 @@ def test_a_killed_embed_resumes_without_asking_again_for_stored_papers(
     corpus, pool = small_pool
     place = data_of(corpus, tmp_path).place(corpus.name)
     endpoint.hold_at = 1 + 4 * 3 + 1  # the probe, 3 parts of 32 papers (4 requests each)
-    command = [sys.executable, "-m", "pipeline", "--corpora-root", str(corpus.parent),
-               "--index-root", str(place.index_root), "--runs-root", str(tmp_path / "runs"),
-               "embed", "--corpus", corpus.name, "--model", MODEL, "--pool", pool,
-               "--part-size", "32"]
-    env = {**os.environ, "PYTHONPATH": os.getcwd()}
-    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-    try:
-        assert endpoint.held.wait(120), "the embed never reached the held request"
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    endpoint.release.set()
+    killed_when_held(endpoint, ["--corpora-root", str(corpus.parent), "--index-root",
+                                str(place.index_root), "--runs-root", str(tmp_path / "runs"),
+                                "embed", "--corpus", corpus.name, "--model", MODEL, "--pool",
+                                pool, "--part-size", "32"], "embed")
     store = store_dir(place.index_root, corpus.name, get_model(MODEL).name)
     kept = stored_ids(store)
     assert len(kept) >= 64  # two parts at least were written before the kill

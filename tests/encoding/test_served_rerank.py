@@ -7,11 +7,6 @@ endpoint makes the run stale, and its repair names RERANK_URL, never the key."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-
 import numpy as np
 import polars as pl
 import pytest
@@ -22,14 +17,14 @@ from pipeline.encoding import served_rerank
 from pipeline.layout import Place, run_paths
 from pipeline.models import get_model, rerank_parts, reranked_name
 from pipeline.retrieval.runs import recorded_run_problem, run_repair
-from tests.conftest import POOL_SIZES, pool_of
-from tests.servers import RERANK, TEI_RERANK, LocalServer, infinity, running
+from tests.conftest import CROSS_ENCODER, POOL_SIZES, cross_reranked, pool_of
+from tests.servers import RERANK, TEI_RERANK, LocalServer, infinity, killed_when_held, running
 
 POOL = pool_of(POOL_SIZES[0])
 SERVED = "local/ce"  # the name the server serves the cross-encoder under
 RERANKER = f"rerank-api:{SERVED}"
 RERANKED = reranked_name(RERANKER, "bm25")
-LOCAL = reranked_name("st:local/ce", "bm25")  # the same folder, run here
+LOCAL = reranked_name(CROSS_ENCODER, "bm25")  # the same folder, run here
 K, DEPTH = 20, 8
 KEY = "sk-test-rerank-0123456789-never-written"
 
@@ -68,13 +63,9 @@ def endpoint(server, monkeypatch) -> LocalServer:
 
 @pytest.fixture(scope="module")
 def first_stage(corpus_dir, cross_folder, tmp_path_factory) -> tuple[pipeline.Data, Place]:
-    """BM25 searched, and its top DEPTH reranked by the cross-encoder run here (st:)."""
-    root = tmp_path_factory.mktemp("served-rerank")
-    data = pipeline.Data(corpora=corpus_dir.parent, indexes=root / "indexes", runs=root / "runs")
-    pipeline.search(data, corpus_dir.name, POOL, "bm25", k=K, threads=1)
-    pipeline.search(data, corpus_dir.name, POOL, LOCAL, k=K, threads=1,
-                    model_path=cross_folder, rerank_depth=DEPTH)
-    return data, Place(corpus_dir, root / "indexes", root / "runs")
+    """BM25 searched, and its top DEPTH reranked by the cross-encoder run here (LOCAL)."""
+    return cross_reranked(corpus_dir, cross_folder, tmp_path_factory.mktemp("served-rerank"),
+                          POOL, K, DEPTH)
 
 
 def run_of(data: pipeline.Data, corpus: str, model: str) -> pl.DataFrame:
@@ -143,18 +134,11 @@ def test_killed_mid_rerank_no_run_then_the_same_bytes_and_damage_is_refused(
     own = pipeline.Data(corpora=data.corpora, indexes=data.indexes, runs=runs)
     pipeline.search(own, corpus, POOL, "bm25", k=K, threads=1)
     endpoint.hold_at = len(endpoint.bodies) + 3  # the probe, one batch, then held
-    command = [sys.executable, "-m", "pipeline", "--corpora-root", str(data.corpora),
-               "--index-root", str(data.indexes), "--runs-root", str(runs), "search",
-               "--corpus", corpus, "--model", RERANKED, "--pool", POOL, "--k", str(K),
-               "--rerank-depth", str(DEPTH), "--threads", "1"]
-    process = subprocess.Popen(command, env={**os.environ, "PYTHONPATH": os.getcwd()},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        assert endpoint.held.wait(120), "the rerank never reached the held request"
-    finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    endpoint.release.set()
+    killed_when_held(endpoint, ["--corpora-root", str(data.corpora), "--index-root",
+                                str(data.indexes), "--runs-root", str(runs), "search",
+                                "--corpus", corpus, "--model", RERANKED, "--pool", POOL,
+                                "--k", str(K), "--rerank-depth", str(DEPTH), "--threads", "1"],
+                     "rerank")
     paths = run_paths(runs, corpus, POOL, RERANKED)
     assert not paths.parquet.exists() and not paths.trec.exists()
     pipeline.search(own, corpus, POOL, RERANKED, k=K, threads=4, rerank_depth=DEPTH)

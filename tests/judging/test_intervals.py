@@ -4,11 +4,11 @@ verdicts (pipeline/judging/intervals.py): on values made to reach each case."""
 from __future__ import annotations
 
 import numpy as np
-import polars as pl
 import pytest
 
 from pipeline.evaluation.significance import logit_interval
 from pipeline.judging.intervals import bounded_interval, differences, means, verdict
+from tests.conftest import pair_values
 
 
 def test_a_mean_near_a_bound_stays_inside_and_keeps_its_symmetric_level_in_the_middle():
@@ -57,24 +57,9 @@ def test_verdicts_read_the_new_interval():
     assert verdict(gap(0.0, -0.01, 0.01), below, "a", "b").startswith("ordered by the sample")
 
 
-def _values(pools: dict[str, tuple[float, float]], queries: int = 30) -> pl.DataFrame:
-    """Per-query values of models a and b in each pool: (cited, inferred) means of a - b."""
-    rng = np.random.default_rng(0)
-    rows = []
-    for pool, (cited, inferred) in pools.items():
-        for q in range(queries):
-            base = rng.normal(0.3, 0.1)
-            for model, sign in (("a", 1), ("b", 0)):
-                rows.append({"pool": pool, "model": model, "query": f"q{q}",
-                             "metric": "infAP",
-                             "cited": base + sign * cited + rng.normal(0, 0.02),
-                             "inferred": base + sign * inferred + rng.normal(0, 0.02)})
-    return pl.DataFrame(rows)
-
-
 def test_a_pair_whose_order_the_sample_reverses_says_so():
-    values = _values({f"all-2k-r{r}": (0.05, -0.05) for r in range(3)}
-                     | {f"all-5k-r{r}": (0.05, 0.04) for r in range(3)})
+    values = pair_values({f"all-2k-r{r}": (0.05, -0.05) for r in range(3)}
+                         | {f"all-5k-r{r}": (0.05, 0.04) for r in range(3)}, 0.02, 30)
     pairs = differences(values).sort("size")
     reversed_, kept = pairs.row(0, named=True), pairs.row(1, named=True)
     assert (reversed_["size"], reversed_["draws"], reversed_["queries"]) == (2000, 3, 30)

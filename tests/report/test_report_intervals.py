@@ -28,6 +28,7 @@ from pipeline.report.build import Report
 from pipeline.report.judged import _interval
 from pipeline.report.tables import fold_interval, interval_cell, significance_section
 from pipeline.retrieval.search import search_pool
+from tests.conftest import pair_values
 from tests.report.conftest import REPORT_CORPUS
 
 FUSED = "fuse--rrf--bm25--random"
@@ -240,28 +241,12 @@ def test_agreeing_values_give_the_clopper_pearson_bound_never_a_point():
         "0.0 [-11.3, 11.3] (all equal)"
 
 
-def _values(pools: dict[str, tuple[float, float]], noise: float, queries: int = 25
-            ) -> pl.DataFrame:
-    """Per-query values of models a and b in each pool (VALUE_SCHEMA's columns): their
-    (cited, inferred) differences a - b, with `noise` sd per query and draw."""
-    rng = np.random.default_rng(3)
-    rows = []
-    for pool, (cited, inferred) in pools.items():
-        for q in range(queries):
-            base = rng.uniform(0.3, 0.6)
-            for model, sign in (("a", 1), ("b", 0)):
-                rows.append({"pool": pool, "model": model, "query": f"q{q}", "metric": "jkAP",
-                             "cited": base + sign * cited + rng.normal(0, noise),
-                             "inferred": base + sign * inferred + rng.normal(0, noise)})
-    return pl.DataFrame(rows)
-
-
 def test_a_sign_change_inside_the_interval_is_not_determined_not_reversed():
     """The medicine 1k case: the citations say a > b, the sample's point a < b but its
     interval holds 0 (-9.4 [-25.7, 6.9]): not determined; reversed only with the interval
     beyond 0."""
-    values = _values({f"medicine-1k-r{r}": (0.05, -0.03) for r in range(3)}
-                     | {f"medicine-2k-r{r}": (0.05, -0.08) for r in range(3)}, noise=0.1)
+    values = pair_values({f"medicine-1k-r{r}": (0.05, -0.03) for r in range(3)}
+                         | {f"medicine-2k-r{r}": (0.05, -0.08) for r in range(3)}, 0.1, 25)
     pairs = differences(values).sort("size")
     unclear, clear = pairs.row(0, named=True), pairs.row(1, named=True)
     assert unclear["inferred"] < 0 < unclear["cited"] and unclear["low"] < 0 < unclear["high"]
@@ -292,7 +277,7 @@ def test_the_significance_section_says_its_level_and_where_rows_lie_outside():
 
 
 def test_the_means_caption_names_rows_outside_the_simulated_range():
-    values = _values({f"all-1k-r{r}": (0.05, 0.05) for r in range(2)}, 0.05, queries=8)
+    values = pair_values({f"all-1k-r{r}": (0.05, 0.05) for r in range(2)}, 0.05, 8)
     frame = means(values)
     from pipeline.report.judged import means_interval_note
 

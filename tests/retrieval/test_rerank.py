@@ -21,10 +21,10 @@ from pipeline.layout import Place, run_paths
 from pipeline.models import get_model, rerank_parts, reranked_name
 from pipeline.pools.build import load_pool
 from pipeline.retrieval.runs import recorded_run_problem
-from tests.conftest import POOL_SIZES, pool_of
+from tests.conftest import CROSS_ENCODER, POOL_SIZES, cross_reranked, pool_of
 
 POOL = pool_of(POOL_SIZES[0])
-RERANKER = "st:local/ce"
+RERANKER = CROSS_ENCODER
 K, DEPTH = 20, 8
 RERANKED = reranked_name(RERANKER, "bm25")
 
@@ -44,13 +44,9 @@ def papers(corpus_dir) -> dict[int, tuple[str, str]]:
 
 @pytest.fixture(scope="module")
 def reranked(corpus_dir, cross_folder, tmp_path_factory) -> tuple[pipeline.Data, Place]:
-    """BM25 searched, then its top DEPTH reranked by the cross-encoder."""
-    root = tmp_path_factory.mktemp("rerank")
-    data = pipeline.Data(corpora=corpus_dir.parent, indexes=root / "indexes", runs=root / "runs")
-    pipeline.search(data, corpus_dir.name, POOL, "bm25", k=K, threads=1)
-    pipeline.search(data, corpus_dir.name, POOL, RERANKED, k=K, threads=1,
-                    model_path=cross_folder, rerank_depth=DEPTH)
-    return data, Place(corpus_dir, root / "indexes", root / "runs")
+    """BM25 searched, then its top DEPTH reranked by the cross-encoder (RERANKED)."""
+    return cross_reranked(corpus_dir, cross_folder, tmp_path_factory.mktemp("rerank"), POOL, K,
+                          DEPTH)
 
 
 def run_of(data: pipeline.Data, corpus: str, model: str) -> pl.DataFrame:
