@@ -380,7 +380,6 @@ def named(text: str) -> str:
     return text
 
 
-
 # what the values of the checks above take, in words, where their kind's words do not say it
 # (docs/api.md's table of the arguments; a factory's checks say theirs)
 named.words = "not empty"  # type: ignore[attr-defined]
