@@ -9,11 +9,12 @@ import inspect
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 
 import pipeline
+from pipeline.core.annotations import Check
 from pipeline.core.errors import InputError
 from pipeline.options.arguments import hints, validated
 from pipeline.options.declared import declaration
@@ -313,3 +314,36 @@ def test_a_refusal_names_the_type_given_and_quotes_a_long_value_bounded(tmp_path
     assert line.startswith("evaluate: model=['x y', 'x y', ") and len(line) < 400, line
     assert "...] (200,000 items): 'x y': a model name is letters A-Z or a-z" in line
     assert list(tmp_path.iterdir()) == []
+
+
+TAKEN: list[object] = []
+
+
+def taking(value: object) -> object:
+    """A check that keeps what it was given."""
+    TAKEN.append(value)
+    return value
+
+
+def typed_door(data: str, *, depth: Annotated[int, Check(taking)] = 1,
+               folder: Annotated[str | os.PathLike, Check(taking)] = ".",
+               sets: Annotated[dict[str, str], Check(taking)] | None = None,
+               replace: bool = False) -> None:
+    """A public function's door, made here: each rule on its own parameter."""
+
+
+def test_a_check_takes_the_value_as_the_api_is_given_it():
+    """The API hands each check its typed value, never a text made of it: a number, a path, a
+    dict; a switch's check (make's REPLACE) takes True and False as 1 and 0, an out-of-range
+    number is refused by the number itself."""
+    TAKEN.clear()
+    door = validated(typed_door)
+    door("d", depth=7, folder=Path("runs"), sets={"specter": "a.txt"}, replace=True)
+    assert [7, Path("runs"), {"specter": "a.txt"}] == TAKEN
+    assert [type(value) for value in TAKEN] == [int, type(Path("runs")), dict]
+    from pipeline.options.checks import depth, flag
+
+    assert (flag(True), flag(False), flag("1")) == ("1", "0", "1")
+    assert depth(10_000) == 10_000
+    with pytest.raises(InputError, match="10001 is too large"):
+        depth(10_001)

@@ -13,7 +13,7 @@ import pytest
 
 from pipeline.cli import docs
 from pipeline.options import declared
-from pipeline.options.checks import choice
+from pipeline.options.checks import choice, flag
 from tests.conftest import CHILD_BOUND_S
 from tests.rules import api_rules, rule
 
@@ -140,7 +140,7 @@ def test_a_declaration_gives_each_stage_its_option_required_without_default_or_a
     from pipeline.cli import goals, registry
     from pipeline.cli.variables import OneLineParser
 
-    switch = declared.Variable("MADE_SWITCH", "", choice(declared.FLAG), "a made-up switch",
+    switch = declared.Variable("MADE_SWITCH", "", flag, "a made-up switch",
                                "search", switch=True, stages=("x", "y", "z"))
     value = declared.Variable("MADE_VALUE", "plain", choice(("plain", "fancy")),
                               "a made-up value", "search", stages=("x", "y", "z"),

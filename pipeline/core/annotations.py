@@ -28,9 +28,9 @@ class Given:
 @dataclass(frozen=True)
 class Check:
     """The rule of an API argument that no make variable names (or that means another thing
-    than the variable of its name: a single pool, a year), on its parameter: `check` reads the
-    value as a command line gives it (the API's value as text), as the variables' checks do
-    (pipeline/options/checks.py), so the API and the command line refuse it in the same words;
+    than the variable of its name: a single pool, a year), on its parameter: `check` takes the
+    value as given (the command line's text, the API's typed value), as the variables' checks
+    do (pipeline/options/checks.py), so the API and the command line refuse it in the same words;
     None: its annotation alone, not the variable of its name."""
 
     check: Callable[[str], object] | None = None

@@ -1,9 +1,10 @@
 """How a number is read from text, at every door (make's variables, the environment, the command
-line, the API's strings): ASCII digits, with nothing around them. Python's int() and float()
-also take other scripts' digits ('٣', '５'), spaces at either end and '_' between digits, so
-`K=٣` or `REPEATS=' 5'` would run as 3 and 5, a value other than the one the user sees
-written. Standard library only, at the bottom of the layers: the stages that read a number
-from the environment (PIPELINE_WORKER_STALL, EMBEDDINGS_BATCH) read it here too."""
+line, the API's strings; the API's numbers are taken as given): ASCII digits, with nothing
+around them. Python's int() and float() also take other scripts' digits ('٣', '５'), spaces
+at either end and '_' between digits, so `K=٣` or `REPEATS=' 5'` would run as 3 and 5, a value
+other than the one the user sees written. Standard library only, at the bottom of the layers:
+the stages that read a number from the environment (PIPELINE_WORKER_STALL, EMBEDDINGS_BATCH)
+read it here too."""
 
 from __future__ import annotations
 
@@ -17,18 +18,22 @@ _DECIMAL = re.compile(r"[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9
                       r"|infinity)", re.IGNORECASE)
 
 
-def whole(text: str) -> int:
+def whole(text: str | int) -> int:
     """`text` as an int: a sign and ASCII digits only, else ValueError (int() of 5,000 digits
-    too, which Python refuses)."""
+    too, which Python refuses); an int as the API gives it, itself."""
+    if isinstance(text, int):
+        return text
     if not _WHOLE.fullmatch(text):
         raise ValueError(f"not a whole number in ASCII digits: {quoted(text)}")
     return int(text)
 
 
-def decimal(text: str) -> float:
+def decimal(text: str | int | float) -> float:
     """`text` as a float: a whole or decimal number in ASCII digits (an exponent allowed), or
     nan or inf as float() writes them (a bounded number's check refuses them saying its
-    range), else ValueError."""
+    range), else ValueError; a number as the API gives it, itself."""
+    if isinstance(text, int | float):
+        return float(text)
     if not _DECIMAL.fullmatch(text):
         raise ValueError(f"not a number in ASCII digits: {quoted(text)}")
     return float(text)

@@ -187,9 +187,9 @@ def check_value(function: str, name: str, value: object, hint: object = None) ->
     if check is None:
         return
     try:
-        for item in value if isinstance(value, list | tuple) else [value]:  # each alone
-            if isinstance(item, str | int | float | os.PathLike | Mapping):  # an object (a
-                check(_command_line(item))  # ModelEntry, a SyntheticConfig): its fields
+        for item in value if isinstance(value, list | tuple) else [value]:  # each alone, as
+            if isinstance(item, str | int | float | os.PathLike | Mapping):  # given (an
+                check(item)  # object, a ModelEntry or a SyntheticConfig: its fields)
     except InputError as exc:
         raise InputError(f"{function}: {name}={quoted(value)}: {exc.message}") from None
 
@@ -222,16 +222,6 @@ def _paths(value: object, hint: object) -> list[str | os.PathLike]:
     if isinstance(value, Mapping):
         return [item for item in value.values() if isinstance(item, PATH)]
     return []
-
-
-def _command_line(value: object) -> str:
-    """The command line's text of a typed value: what its option's check reads (a path's
-    text: os.fspath, checked first as a path)."""
-    if isinstance(value, bool):  # a switch's (REPLACE=1: replace=True)
-        return str(int(value))
-    if isinstance(value, Mapping):
-        return " ".join(f"{key}={_command_line(item)}" for key, item in value.items())
-    return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
 
 
 def unknown(function: str, name: str, known: Sequence[str], owner: str = "") -> InputError:

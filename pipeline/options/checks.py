@@ -1,7 +1,8 @@
 """The checks of option values, one per kind of value, for make, the command line and the API
-alike (pipeline/options/declared.py says which option uses which): each takes the value's
-text and returns it (or its parsed value), or raises InputError, which argparse also reports
-as `argument --NAME: <message>`. Standard library only: make check runs them before the
+alike (pipeline/options/declared.py says which option uses which): each takes the value as
+given, the text of make and the command line or the API's typed value (a number, a path, a
+bool, a dict), and returns it (or its parsed value), or raises InputError, which argparse
+also reports as `argument --NAME: <message>`. Standard library only: make check runs them before the
 environment exists."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from pipeline.core.errors import InputError, quoted
 from pipeline.core.numbers import number_in, whole
@@ -134,6 +135,10 @@ batch_count = count(1, 65_536, "papers per batch; the token budget bounds a batc
 part_count = count(1, 1_000_000, "papers per store part, held in memory while it is written")
 
 
+# a switch's values on make's command line (REPLACE=1); the API's are True and False (flag)
+FLAG = ("", "0", "1")
+
+
 def choice(options: tuple[str, ...]):
     def parse(text: str) -> str:
         if text not in options:
@@ -145,6 +150,18 @@ def choice(options: tuple[str, ...]):
     said = [", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown
     parse.words = " or ".join(said)  # type: ignore[attr-defined]
     return parse
+
+
+def flag(value: str | bool) -> str:
+    """A switch: '', 0 or 1 as make and the command line write it, or True or False as the
+    API takes it (its 1 and 0)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return _flag(value)
+
+
+_flag = choice(FLAG)
+flag.words = _flag.words  # type: ignore[attr-defined]
 
 
 def corpus_name(text: str) -> str:
@@ -165,9 +182,10 @@ def pool_name(text: str) -> str:
 _PATH = re.compile(r"[A-Za-z0-9._/+,:@=~-]+")
 
 
-def safe_path(text: str) -> str:
+def safe_path(path: str | os.PathLike) -> str:
     """A path the Makefile uses as a target: no spaces, quotes or shell characters."""
-    if not _PATH.fullmatch(text):
+    text = os.fspath(path)
+    if not isinstance(text, str) or not _PATH.fullmatch(text):
         raise InputError(f"{quoted(text)}: use a path of letters, digits and ._/+,:@=~- only (no "
                          "spaces, quotes, line breaks or shell characters)")
     return given_path(text)
@@ -180,9 +198,10 @@ def given_path(text: str) -> str:
     return check_path(text)
 
 
-def input_path(text: str) -> str:
+def input_path(path: str | os.PathLike) -> str:
     """A user's file or folder a stage only reads (RUN, SRC): spaces allowed, but no control
     characters and no space at either end (no shell ever sees it)."""
+    text = given_path(path)
     if not text.strip() or text != text.strip() or any(
             unicodedata.category(char) == "Cc" for char in text):
         raise InputError(f"{quoted(text)}: give the path of the file or folder, without control "
@@ -190,7 +209,9 @@ def input_path(text: str) -> str:
     return given_path(text)
 
 
-def sizes(text: str) -> str:
+def sizes(value: str | int) -> str:
+    """One size or several, separated by spaces (an int: one)."""
+    text = str(value)
     if not text.split():
         raise InputError("empty: give one or more sizes, e.g. 20k or '200k 500k'")
     for size in text.split():
@@ -203,7 +224,7 @@ def sizes(text: str) -> str:
 MIN_SYNTHETIC_PAPERS, MAX_SYNTHETIC_PAPERS = 100, 20_000_000
 
 
-def synthetic_size(text: str) -> str:
+def synthetic_size(text: str | int) -> str | int:
     """The papers of a synthetic corpus: one size (20k, 2M), 100 to MAX_SYNTHETIC_PAPERS."""
     value = parse_size(text)
     if not MIN_SYNTHETIC_PAPERS <= value <= MAX_SYNTHETIC_PAPERS:
@@ -217,10 +238,10 @@ synthetic_size.words = f"{MIN_SYNTHETIC_PAPERS} to {MAX_SYNTHETIC_PAPERS:,}"  # 
 synthetic_size.most = lambda: MAX_SYNTHETIC_PAPERS  # type: ignore[attr-defined]
 
 
-def synthetic_papers(text: str) -> int | str:
+def synthetic_papers(value: str | int) -> int | str:
     """A synthetic corpus's papers (the API's synthetic=, papers=): a size (synthetic_size),
     or '' for those it was made with (the corpus command's --synth without a number)."""
-    return parse_size(synthetic_size(text)) if text else text
+    return value if value == "" else parse_size(synthetic_size(value))
 
 
 synthetic_papers.words, synthetic_papers.most = synthetic_size.words, synthetic_size.most  # type: ignore
@@ -249,19 +270,22 @@ def metric_list(text: str) -> str:
     return text
 
 
-def training_sets(text: str) -> str:
-    """`<model>=<file>` pairs separated by spaces or commas, each model named once."""
-    models = []
-    for word in text.replace(",", " ").split():
+def training_sets(value: str | Mapping[str, str | os.PathLike]) -> str | Mapping:
+    """`<model>=<file>` pairs separated by spaces or commas, each model named once (the API's:
+    a dict, model -> file)."""
+    pairs = list(value.items()) if isinstance(value, Mapping) else []
+    for word in [] if isinstance(value, Mapping) else value.replace(",", " ").split():
         model, sep, path = word.partition("=")
         if not (model and sep and path):
             raise InputError(f"{word!r}: write <model>=<file of its training papers>, e.g. "
                              "specter=lists/specter.txt")
+        pairs.append((model, path))
+    for _, path in pairs:
         safe_path(path)
-        models.append(model)
+    models = [model for model, _ in pairs]
     if len(set(models)) < len(models):
-        raise InputError(f"{quoted(text)}: a model named twice")
-    return text
+        raise InputError(f"{quoted(value)}: a model named twice")
+    return value
 
 
 def device(text: str) -> str:

@@ -77,6 +77,7 @@ from pipeline.options.checks import (
     field_names,
     file_count,
     first_stage,
+    flag,
     given_path,
     gpus_per_task,
     input_path,
@@ -207,7 +208,6 @@ GROUPS = {
     "paper grid": "The paper's grid (make pools-paper)",
     "tests": "The test suite (make test, make test-fast)",
 }
-FLAG = ("", "0", "1")
 # The make goals that search several models (each with make search's settings)
 SEARCHING_SEVERAL = ("fuse", "mdcr", "mdcr-jaccard", "demo")
 # The commands that ingest a corpus's raw files
@@ -295,14 +295,14 @@ VARIABLES: tuple[Variable, ...] = (
     V("FIRST", "", file_count, "make download: a trial, only the first FIRST files of each "
       "dataset", "data", shown="every file", optional=True, one_word=True,
       stages=("download",)),
-    V("UPDATE", "", choice(FLAG), "1: make download brings an older release to RELEASE with "
+    V("UPDATE", "", flag, "1: make download brings an older release to RELEASE with "
       "the API's diffs", "data", one_word=True, switch=True, stages=("download",)),
     V("PARALLEL", 4, parallel_downloads, "make download: files downloaded at once", "data",
       one_word=True, stages=("download",)),
     V("CITATIONS", "inbound", choice(CITATION_MODES), "what the prefilter counts as a "
       "paper's citations: inbound, outbound or either", "data", one_word=True,
       stages=("prefilter", "corpus")),
-    V("STRICT", "", choice(FLAG), "1: stop ingest at the first bad line instead of "
+    V("STRICT", "", flag, "1: stop ingest at the first bad line instead of "
       "quarantining it", "data", one_word=True, switch=True, stages=INGESTING),
     # ---- pools
     V("SIZE", "10k", sizes, "the pool size: 20000, 20k, 2M; several separated by spaces",
@@ -385,7 +385,7 @@ VARIABLES: tuple[Variable, ...] = (
       "(SPLADE) searched on arrays (scipy) or lucene (Anserini's impact search; needs "
       "SPARSE_QUANTIZE=1): the same runs", "search", one_word=True,
       stages=("index", "search"), changes_run=False),
-    V("SPARSE_QUANTIZE", "0", choice(FLAG), "1: learned sparse weights as pyserini's integer "
+    V("SPARSE_QUANTIZE", "0", flag, "1: learned sparse weights as pyserini's integer "
       "impacts (weight x 100, rounded) on both sides, as Lucene indexes them", "search",
       one_word=True, stages=("index", "search"), changes_run=True),
     V("RERANK_DEPTH", RERANK_DEPTH, depth, "make rerank: the first stage's candidates per "
@@ -440,18 +440,18 @@ VARIABLES: tuple[Variable, ...] = (
       "Table 3): the score kept for a pair in two fields' pools (a query listed under two "
       "fields): first (the first field's pool, in pool-name order), max, or refuse (naming "
       "them)", "mdcr", one_word=True, stages=("mdcr-scores", "report")),
-    V("REPLACE", "", choice(FLAG), "1: an import, make mdcr or a search may replace what was "
+    V("REPLACE", "", flag, "1: an import, make mdcr or a search may replace what was "
       "written before under the same name (docs/errors.md)", "mdcr", one_word=True,
       switch=True,
       stages=tuple(dict.fromkeys((*REPLACING, "embed", "index", "search", "submit-embed"))),
       changes_run=False),
-    V("JUDGED", "", choice(FLAG), "1: make import-beir and import-irds also write the "
+    V("JUDGED", "", flag, "1: make import-beir and import-irds also write the "
       "judged-only pool judged-<n>-r0", "mdcr", one_word=True, switch=True,
       stages=("import-beir", "import-irds")),
     V("RUN", "", input_path, "make import-run: the TREC run file, imported as the run MODEL "
       "of POOL; spaces allowed", "eval", optional=True, stages=("import-run",),
       required=("import-run",)),
-    V("DROP_UNKNOWN", "", choice(FLAG), "1: make import-run drops (and counts) the lines "
+    V("DROP_UNKNOWN", "", flag, "1: make import-run drops (and counts) the lines "
       "naming a query or paper POOL lacks", "eval", one_word=True, switch=True,
       stages=("import-run",)),
     # ---- judging (pipeline/judging; docs/judging.md)

@@ -179,13 +179,14 @@ def test_a_command_checks_each_option_once(data, tmp_path):
 
 def test_an_api_call_checks_each_argument_once(data, tmp_path):
     """`pipeline.search(...)`: each argument the call runs with, given or defaulted, checked
-    once by its declaration's check, its **options too; none again inside the stage."""
+    once by its declaration's check, its **options too, as typed (k=100, replace=False: no
+    text made of it); none again inside the stage."""
     code = ("import sys, pipeline\n"
             "pipeline.search(sys.argv[1], 'c', None, 'bm25', k=100, bm25_engine='lucene')\n")
     counts = counted_run(tmp_path, [sys.executable, "-c", code, str(data)])
     given = [("CORPUS", "c"), ("MODEL", "bm25"), ("K", "100"), ("BM25_ENGINE", "lucene")]
     defaulted = [("SEED", "0"), ("THREADS", "2"), ("QUERY_VARIANT", "full"),
-                 ("dtype", "float32"), ("REPLACE", "0")]
+                 ("dtype", "float32"), ("REPLACE", "False")]
     once(counts, given, defaulted)
 
 
