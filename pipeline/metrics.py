@@ -156,16 +156,18 @@ def _offsets(positions: np.ndarray, n: int) -> np.ndarray:
 
 
 def per_query(run: pl.DataFrame, qrels: pl.DataFrame, queries: pl.Series,
-              metrics: Sequence[str] = DEFAULT_METRICS) -> tuple[pl.DataFrame, int]:
+              metrics: Sequence[str] = DEFAULT_METRICS, every_judged: bool = False
+              ) -> tuple[pl.DataFrame, int]:
     """One row per query of `queries` with a relevant document, one column per metric; and how
-    many queries had none (dropped).
+    many queries had none (dropped). `every_judged` (and a set with CSFCube's metrics): every
+    query with a judgment counts, one without a relevant document scoring 0, as the official
+    MDCR and CSFCube scripts average them in.
 
     run: query, doc, rank (1 = best; ties already broken); qrels: query, doc, rel (graded)."""
     asked = qrels.filter(pl.col("query").is_in(queries.implode()))
     judged = asked.filter(pl.col("rel") > 0)
-    own = [m for m in metrics if csfcube_metric(m)]  # computed here, not by ranx
-    # with CSFCube's metrics every judged query counts, one without a relevant candidate too
-    evaluated = (asked if own else judged)["query"].unique().sort()
+    every_judged = every_judged or any(csfcube_metric(m) for m in metrics)
+    evaluated = (asked if every_judged else judged)["query"].unique().sort()
     dropped = queries.n_unique() - len(evaluated)
     schema = {"query": queries.dtype, **dict.fromkeys(metrics, pl.Float64)}
     if len(evaluated) == 0:

@@ -103,13 +103,16 @@ def ordered(column: str = "value") -> pl.Expr:
     return pl.col(column).sort()
 
 
-def paired(values: pl.DataFrame) -> pl.DataFrame:
-    """query, then one column per model (sorted by name): each model's value of the queries
-    that every model answers, joined on the query id (a query's repeated rows averaged), rows
-    sorted by query id."""
-    per_query = values.group_by("model", "query").agg(ordered("value").mean())
-    return (per_query.pivot("model", index="query", values="value", sort_columns=True)
-            .drop_nulls().sort("query"))
+def paired(values: pl.DataFrame) -> tuple[pl.Series, pl.DataFrame]:
+    """The queries that every model answers, sorted by id, and one column per model (sorted
+    by name; any name, "query" too): each model's value of those queries, in that order (a
+    query's repeated rows averaged)."""
+    models = sorted(values["model"].unique().to_list())
+    code = {model: f"m{i}" for i, model in enumerate(models)}  # no model name meets "query"
+    per_query = (values.with_columns(pl.col("model").replace_strict(code))
+                 .group_by("model", "query").agg(ordered("value").mean()))
+    wide = (per_query.pivot("model", index="query", values="value").drop_nulls().sort("query"))
+    return wide["query"], wide.select(pl.col(code[m]).alias(m) for m in models)
 
 
 def randomization_p(a: np.ndarray, b: np.ndarray, permutations: int = 10_000,
@@ -224,8 +227,8 @@ def compare(values: pl.DataFrame, test: str = "t-test", alpha: float = 0.05) -> 
         raise InputError(f"unknown significance test {test!r}: use one of {', '.join(TESTS)}")
     from scipy.stats import ttest_rel
 
-    wide = paired(measured(values, "significance"))
-    models = [c for c in wide.columns if c != "query"]
+    _, wide = paired(measured(values, "significance"))
+    models = wide.columns
     rows = []
     for a, b in itertools.combinations(models, 2):
         x, y = wide[a].to_numpy(), wide[b].to_numpy()

@@ -25,6 +25,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import orjson
 import polars as pl
 
@@ -41,6 +42,7 @@ from pipeline.mdcr.benchmark import (
     read_benchmark,
     write_benchmark,
 )
+from pipeline.retrieval.runs import trec_eval_order
 
 TRUE = "true"  # the official name of the positives
 log = logging.getLogger(__name__)
@@ -356,6 +358,13 @@ def _write_scores(scored: pl.DataFrame, out: Path) -> None:
 Numbers = Mapping[str, tuple[pl.DataFrame, dict[str, float]]]
 
 
+def official_round(values: pl.Series) -> pl.Series:
+    """Values rounded to 4 decimals as the official script rounds them (numpy's `round`: the
+    value x 10^4 to the nearest integer, halves to even), not as Python's `round` or polars'
+    (the exact binary value, or halves away from zero), which differ from it on a half."""
+    return pl.Series(values.name, np.round(values.to_numpy(), 4), dtype=pl.Float64)
+
+
 def official_numbers(per_query: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, float]]:
     """The official evaluator's numbers from per-query values (field, metric, value; metric in
     ranx's names): per field the mean x100 rounded to 4 decimals, then the mean of the fields
@@ -363,12 +372,14 @@ def official_numbers(per_query: pl.DataFrame) -> tuple[pl.DataFrame, dict[str, f
     order). Returns (field x official metric table, averages)."""
     names = {ranx: official for official, ranx in OFFICIAL_METRICS.items()}
     fields = (per_query.filter(pl.col("metric").is_in(list(names)))
-              .group_by("field", "metric").agg(value=(ordered("value").mean() * 100).round(4))
-              .with_columns(pl.col("metric").replace_strict(names))
+              .group_by("field", "metric").agg(value=ordered("value").mean() * 100)
+              .with_columns(pl.col("value").map_batches(official_round, return_dtype=pl.Float64),
+                            pl.col("metric").replace_strict(names))
               .pivot("metric", index="field", values="value").sort("field"))
     # the pivot's columns come in the order group_by met the metrics, which varies: fix it
     fields = fields.select("field", *(m for m in OFFICIAL_METRICS if m in fields.columns))
-    averages = {m: round(float(fields[m].mean()), 4) for m in OFFICIAL_METRICS if m in fields}
+    averages = {m: float(np.round(np.mean(fields[m].to_numpy()), 4))
+                for m in OFFICIAL_METRICS if m in fields}
     return fields, averages
 
 
@@ -432,8 +443,10 @@ def official_evaluation(table: pl.DataFrame, scores: pl.DataFrame
     one per pair, as a scores file holds them, every pair it reads scored) on the benchmark
     `table` (field, query, doc, type), through the pipeline's metric kernels (trec_eval's
     definitions): per field, every candidate of the lists it reads (READ_TYPES) ranked by
-    score, ties by candidate id descending (as trec_eval breaks them; ids as strings), the
-    positives relevant."""
+    score as trec_eval ranks a run (`trec_eval_order`: ties, in single precision, by candidate
+    id descending as a string), the positives relevant; every query counts, one without a
+    positive too (it scores 0, as pytrec_eval scores a query whose judged candidates are all
+    0: the official script averages it in)."""
     from pipeline.metrics import per_query
 
     read = table.filter(pl.col("type").is_in(READ_TYPES)).with_columns(
@@ -444,12 +457,13 @@ def official_evaluation(table: pl.DataFrame, scores: pl.DataFrame
     frames = []
     for (field,), rows in run.sort("field", "query", "doc").group_by("field",
                                                                     maintain_order=True):
-        qrels = (read.filter(pl.col("field") == field, pl.col("type") == POSITIVE_TYPE)
-                 .select("query", "doc", rel=pl.lit(1, pl.Int32)).unique())
-        ranked = rows.sort(["query", "score", "doc"], descending=[False, True, True]).with_columns(
-            rank=pl.int_range(1, pl.len() + 1).over("query"))
-        values, _ = per_query(ranked.select("query", "doc", "rank", "score"), qrels,
-                              rows["query"].unique(), list(OFFICIAL_METRICS.values()))
+        # every candidate judged, as the official script's qrels: the positives 1, others 0
+        qrels = (read.filter(pl.col("field") == field)
+                 .group_by("query", "doc")
+                 .agg(rel=(pl.col("type") == POSITIVE_TYPE).any().cast(pl.Int32)))
+        values, _ = per_query(trec_eval_order(rows.select("query", "doc", "score")), qrels,
+                              rows["query"].unique(), list(OFFICIAL_METRICS.values()),
+                              every_judged=True)
         frames.append(values.unpivot(index="query", variable_name="metric")
                       .with_columns(field=pl.lit(field)))
     return official_numbers(pl.concat(frames))

@@ -869,10 +869,11 @@ def significance_section(results: pl.DataFrame, folds: Mapping[str, str] | None 
         if per_query["model"].n_unique() < 2:
             continue
         t, fisher = compare(per_query, "t-test"), compare(per_query, "fisher")
-        wide = paired(per_query) if facet else None  # the queries the tests pair
+        queries, wide = paired(per_query) if facet else (None, None)  # the tests' queries
         for a, b in zip(t.iter_rows(named=True), fisher.iter_rows(named=True), strict=True):
             means = (a["mean_a"], a["mean_b"]) if wide is None else tuple(
-                fold_mean(wide.select("query", value=m), folds) for m in (a["a"], a["b"]))
+                fold_mean(pl.DataFrame({"query": queries, "value": wide[m]}), folds)
+                for m in (a["a"], a["b"]))
             rows.append([where, metric, a["a"], a["b"], f"{means[0] * 100:.1f}",
                          f"{means[1] * 100:.1f}", p_cell(a["p"], a["p_holm"], a["queries"]),
                          p_cell(b["p"], b["p_holm"], b["queries"])])

@@ -372,8 +372,12 @@ def finalize_run(hits: pl.DataFrame, k: int = TOP_K) -> tuple[pl.DataFrame, int]
 def trec_eval_order(run: pl.DataFrame) -> pl.DataFrame:
     """`run` (query, doc, score, ...) in the order trec_eval ranks it, whatever order its rows
     come in: by query, then score descending, ties by the doc id descending as a string; with
-    `rank` 1, 2, ... per query (Int32)."""
-    return (run.sort([pl.col("query"), pl.col("score"), pl.col("doc").cast(pl.String)],
+    `rank` 1, 2, ... per query (Int32). Scores are compared in single precision, as the
+    trec_eval inside pytrec_eval (which ir_measures, BEIR and the MDCR script score with) holds
+    them: two scores that differ only beyond float32 are a tie there, and so here (rows keep
+    their scores as given)."""
+    return (run.sort([pl.col("query"), pl.col("score").cast(pl.Float32),
+                      pl.col("doc").cast(pl.String)],
                      descending=[False, True, True])
             .with_columns(rank=pl.int_range(1, pl.len() + 1).over("query").cast(pl.Int32)))
 

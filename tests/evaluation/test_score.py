@@ -86,6 +86,31 @@ def test_score_equals_trec_eval_on_a_run_with_ties(tmp_path):
         expected["q1"]["map"])
 
 
+# scores apart in double precision but equal in single, as pytrec_eval's trec_eval holds them:
+# a tie there (b ranked above a, by id descending), whatever the double says
+NEAR_TIES = [("q1", "a", 7.12345679), ("q1", "b", 7.12345678), ("q1", "c", 1.0),
+             ("q2", "x", 0.30000000000000004), ("q2", "y", 0.3), ("q2", "z", 0.1)]
+
+
+def test_scores_equal_only_in_single_precision_are_ties_as_in_pytrec_eval(tmp_path):
+    qrels_lines = [("q1", "a", 1), ("q2", "x", 1), ("q2", "z", 1)]
+    run, qrels = write_run(tmp_path / "run.trec", NEAR_TIES), write_qrels(
+        tmp_path / "qrels.txt", qrels_lines)
+    expected = trec_eval_values(NEAR_TIES, qrels_lines)
+    values = pipeline.score(qrels, run, list(TREC_EVAL), per_query=True)
+    for row in values.iter_rows(named=True):
+        for ours, theirs in TREC_EVAL.items():
+            assert row[ours] == pytest.approx(expected[row["query"]][theirs], abs=1e-12)
+    measures = [ir_measures.parse_measure(m) for m in ("AP", "RR", "nDCG")]
+    theirs = ir_measures.calc_aggregate(measures, ir_measures.read_trec_qrels(qrels),
+                                        ir_measures.read_trec_run(run))
+    assert pipeline.score(qrels, run, ["map", "mrr", "ndcg"]) == pytest.approx(
+        {"map": theirs[measures[0]], "mrr": theirs[measures[1]], "ndcg": theirs[measures[2]]},
+        abs=1e-12)
+    # the near ties matter: in double precision q1's relevant a would rank first
+    assert expected["q1"]["map"] == 0.5
+
+
 def test_every_form_of_a_run_and_qrels_gives_the_same_numbers(tmp_path):
     path = write_run(tmp_path / "run.trec")
     qrels_path = write_qrels(tmp_path / "qrels.txt")

@@ -123,16 +123,25 @@ def test_models_are_paired_by_query_id_never_by_position():
     reversed_b = pl.concat([values.filter(pl.col("model") != "b"),
                             values.filter(pl.col("model") == "b").reverse()])
     reversed_b = reversed_b.filter(~((pl.col("model") == "c") & (pl.col("query") == "q7")))
-    wide = paired(reversed_b)
-    assert wide.columns == ["query", "a", "b", "c"]
-    assert wide["query"].to_list() == sorted(f"q{i}" for i in range(60) if i != 7)
+    queries, wide = paired(reversed_b)
+    assert wide.columns == ["a", "b", "c"]
+    assert queries.to_list() == sorted(f"q{i}" for i in range(60) if i != 7)
     by_id = {m: dict(values.filter(pl.col("model") == m).select("query", "value").iter_rows())
              for m in ("a", "b")}
-    a, b = ([by_id[m][q] for q in wide["query"]] for m in ("a", "b"))
+    a, b = ([by_id[m][q] for q in queries] for m in ("a", "b"))
     assert wide["a"].to_list() == a and wide["b"].to_list() == b
     fisher = compare(reversed_b, "fisher").row(0, named=True)
     assert (fisher["a"], fisher["b"], fisher["queries"]) == ("a", "b", 59)
     assert fisher["p"] == randomization_p(np.array(a), np.array(b))
+
+
+def test_a_model_may_be_named_as_any_column():
+    """Models named "query", "value" or "model" are compared as any other name."""
+    values = three_models()
+    names = {"a": "model", "b": "query", "c": "value"}  # in the same order as a, b, c
+    renamed = compare(values.with_columns(pl.col("model").replace_strict(names)))
+    plain = compare(values).with_columns(pl.col("a", "b").replace_strict(names))
+    assert_frame_equal(renamed.sort("a", "b"), plain.sort("a", "b"))
 
 
 def test_one_query_gives_no_p_value_and_no_interval():

@@ -336,6 +336,54 @@ def official_script(benchmark: dict, scores: dict, fields: list[str] = OFFICIAL_
     return field_metrics, averages
 
 
+def _lists(true: list[str], bm25: list[str]) -> dict[str, list[str]]:
+    return {**{t: [] for t in NEG_TYPES}, "bm25": bm25, "true": true}
+
+
+# (benchmark, scores) where the official script's rules decide: an even number of fields whose
+# mean x 10^4 ends in a half (numpy rounds it to even: 66.6666, not 66.6667); a query whose
+# "true" list is empty (pytrec_eval scores it 0 and the script averages it in); two scores
+# equal in single precision, where pytrec_eval's trec_eval sees a tie and ranks b first
+DESIGNED = [
+    ({"Art": {"q1": _lists(["a"], ["b", "c"])}, "Biology": {"q2": _lists(["d"], ["e", "f"])}},
+     {"q1_a": .9, "q1_b": .5, "q1_c": .1, "q2_d": .1, "q2_e": .5, "q2_f": .9}),
+    ({"Art": {"q1": _lists(["a"], ["b", "c"]), "q2": _lists([], ["e", "f"])}},
+     {"q1_a": .9, "q1_b": .5, "q1_c": .1, "q2_e": .5, "q2_f": .4}),
+    ({"Art": {"q1": _lists(["a"], ["b"])}}, {"q1_a": 7.12345679, "q1_b": 7.12345678}),
+]
+
+
+def _drawn(rng: np.random.Generator) -> tuple[dict, dict]:
+    """A benchmark of 1 to 6 fields, queries with 0 to 2 positives among 2 to 6 candidates,
+    scores from a few values (exact ties) or a float64 that float32 cannot tell apart."""
+    benchmark, scores = {}, {}
+    for f in OFFICIAL_FIELDS[: int(rng.integers(1, 7))]:
+        benchmark[f] = {}
+        for q in range(int(rng.integers(1, 4))):
+            qid = f"{f[:3]}{q}"
+            cands = [str(c) for c in rng.choice(60, int(rng.integers(2, 7)), replace=False)]
+            positives = int(rng.integers(0, min(3, len(cands))))
+            benchmark[f][qid] = _lists(cands[:positives], cands[positives:])
+            for c in cands:
+                scores[f"{qid}_{c}"] = float(rng.choice([0.1, 0.5, 0.9])) + float(
+                    rng.choice([0.0, 1e-9, 0.25]))
+    return benchmark, scores
+
+
+def test_official_numbers_equal_the_official_script_where_its_rules_decide(tmp_path):
+    """mdcr-evaluate equals the official script (pytrec_eval) on the designed cases and on 150
+    drawn benchmarks with ties, near ties and queries without a positive: field lines and AVG
+    to the last digit."""
+    rng = np.random.default_rng(0)
+    for k, (benchmark, scores) in enumerate([*DESIGNED, *(_drawn(rng) for _ in range(150))]):
+        (tmp_path / "b.json").write_text(json.dumps(benchmark))
+        (tmp_path / "s.json").write_text(json.dumps(scores))
+        fields, averages = evaluate_files(tmp_path / "b.json", tmp_path / "s.json")
+        per_field, expected = official_script(benchmark, scores, sorted(benchmark))
+        assert averages == expected, k
+        assert {row.pop("field"): row for row in fields.iter_rows(named=True)} == per_field, k
+
+
 def _bm25_export(out: Path, root: Path, tmp_path: Path) -> dict:
     """Search and score the benchmark `out` with BM25; write its export to tmp_path/export and
     BM25's scores file to tmp_path/scores.json; the exported benchmark file, parsed."""
