@@ -23,6 +23,10 @@ def id_key(value: int | str) -> int:
 
 
 
+# a Semantic Scholar paper SHA (SPECTER's ids): 40 hex digits, read in any case (S2AG's
+# paper-ids dataset writes them in lowercase: training_ids.read_shas lowers them)
+S2_SHA = re.compile(r"[0-9a-fA-F]{40}")
+
 CITATION_MODES = ("inbound", "outbound", "either")  # what "citations" means in the prefilter
 # what make mdcr-scores does with a pair scored in two fields' pools (pipeline/mdcr/official.py)
 SHARED_PAIRS = ("first", "max", "refuse")

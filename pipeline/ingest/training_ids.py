@@ -21,16 +21,20 @@ import orjson
 
 from pipeline.core.atomic import atomic_path
 from pipeline.core.errors import InputError
+from pipeline.glossary import S2_SHA
 from pipeline.ingest.shards import BadLine, list_shards, open_shard, read_id, shard_lines
 
 log = logging.getLogger(__name__)
 
-SHA = re.compile(r"^[0-9a-f]{40}$")  # a Semantic Scholar paper SHA
+HEX = re.compile(r"[0-9a-fA-F]+")  # a word that is a hex number: an id (mistyped or not)
 
 
 def read_shas(path: Path) -> set[str]:
-    """The SHAs of a SPECTER list: `data.json` (both levels' keys), one SHA per line, or
-    training triples as CSV (every SHA of every row; a header line skipped)."""
+    """The SHAs of a SPECTER list, lowered (glossary.S2_SHA: any case, as S2AG writes them):
+    `data.json` (both levels' keys), one SHA per line, or training triples as CSV (every SHA
+    of every row). The first line is a header only when none of its words is a hex number, so
+    a first id in capitals, or mistyped, is read (or refused) as on any other line; a header
+    skipped is logged."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -41,24 +45,32 @@ def read_shas(path: Path) -> set[str]:
             data = json.loads(text)
         except ValueError as exc:
             raise InputError(f"SRC {path}: not valid JSON ({exc})") from None
-        shas = set(data)
+        ids = {key: f"SRC {path}" for key in data}
         for related in data.values():
             if not isinstance(related, dict):
                 raise InputError(f"SRC {path}: not SPECTER's data.json (each query paper maps "
                                  "to a dict of papers)")
-            shas.update(related)
+            ids.update((key, f"SRC {path}") for key in related if key not in ids)
     else:  # train.txt (one SHA a line), or triples (query, positive, negative) as CSV/TSV
-        rows = [re.split(r"[,\t ]+", line.strip()) for line in text.splitlines() if line.strip()]
-        if rows and not any(SHA.match(word) for word in rows[0]):
+        rows = [(number, re.split(r"[,\t ]+", line.strip()))
+                for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+        if rows and not any(HEX.fullmatch(word) for word in rows[0][1]):
+            log.info(f"[training-ids] SRC {path}: line {rows[0][0]} read as a header, not ids: "
+                     f"{','.join(rows[0][1])[:80]!r}")
             rows = rows[1:]  # a header line (query_paper_id,positive_id,...)
-        shas = {word for row in rows for word in row if word}
-    bad = sorted(s for s in shas if not SHA.match(s))
+        ids = {}
+        for number, words in rows:
+            ids.update((word, f"SRC {path}, line {number}") for word in words
+                       if word and word not in ids)
+    bad = [(word, where) for word, where in ids.items() if not S2_SHA.fullmatch(word)]
     if bad:
-        raise InputError(f"SRC {path}: {len(bad)} ids are not S2 paper SHAs (40 hex digits), "
-                         f"e.g. {bad[0][:50]!r}; a list of CorpusIDs needs no conversion")
-    if not shas:
+        word, where = bad[0]
+        raise InputError(f"{where}: {word[:50]!r} is not an S2 paper SHA (40 hex digits, in "
+                         f"any case; {len(bad)} of its {len(ids)} ids are not): a list of "
+                         "CorpusIDs needs no conversion")
+    if not ids:
         raise InputError(f"SRC {path}: holds no paper id")
-    return shas
+    return {word.lower() for word in ids}
 
 
 def _corpus_id(value: object, shard: Path, number: int) -> int:

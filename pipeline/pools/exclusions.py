@@ -27,10 +27,10 @@ import numpy as np
 
 from pipeline.core.checksums import file_sha256
 from pipeline.core.errors import InputError
+from pipeline.glossary import S2_SHA
 from pipeline.layout import exclusion_tag
 
 NO_LIST = "none"  # EXCLUDE=none: the pools drawn without a list (make report, with several)
-SHA = re.compile(r"^[0-9a-f]{40}$")  # a Semantic Scholar paper SHA (SPECTER's ids)
 INT64_MAX = 2**63 - 1
 WHOLE = re.compile(r"[0-9]+")  # a CorpusID as written: ASCII digits
 
@@ -63,7 +63,7 @@ def _corpus_id(value: object, where: str) -> int:
     # ASCII digits only: str.isdigit() also takes '²', which int() refuses
     if isinstance(value, bool) or not WHOLE.fullmatch(text) or int(text) > INT64_MAX:
         hint = (": a Semantic Scholar SHA, not a CorpusID; convert the list with `python -m "
-                "pipeline training-ids`" if SHA.match(text) else "")
+                "pipeline training-ids`" if S2_SHA.fullmatch(text) else "")
         raise InputError(f"{where}: {text[:40]!r} is not a CorpusID (a whole number){hint}")
     return int(text)
 

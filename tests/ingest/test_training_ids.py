@@ -85,3 +85,37 @@ def test_a_list_entry_in_other_digits_is_one_line(tmp_path, entry):
 def test_a_metric_cut_in_other_digits_is_refused_in_words(metric):
     with pytest.raises(InputError, match="unknown metric"):
         parse_metrics(metric)
+
+
+@pytest.mark.parametrize("line", [1, 3])
+def test_every_line_of_a_list_is_read_by_one_rule(tmp_path, capsys, line):
+    """A SHA in capitals is the paper's SHA wherever it stands (the first line was taken for
+    a header and its paper silently left out of the list); a mistyped one (39 hex digits) is
+    refused naming its line, the first as the third."""
+    ids = paper_ids(tmp_path / "paper-ids", [{"sha": sha, "corpusid": 10 + i}
+                                             for i, sha in enumerate(SHAS)])
+    capitals, short = list(SHAS), list(SHAS)
+    capitals[line - 1] = SHAS[line - 1].upper()
+    short[line - 1] = SHAS[line - 1][:39]
+    src = tmp_path / "train.txt"
+    src.write_text("".join(f"{sha}\n" for sha in capitals))
+    status, err = training_ids(src, ids, tmp_path / "out.txt", capsys)
+    assert status == 0, err
+    assert (tmp_path / "out.txt").read_text() == "10\n11\n12\n"
+    src.write_text("".join(f"{sha}\n" for sha in short))
+    status, err = training_ids(src, ids, tmp_path / "short.txt", capsys)
+    assert status == 2 and err.count("\n") == 1, err
+    assert f"train.txt, line {line}: '{SHAS[line - 1][:39]}' is not an S2 paper SHA" in err
+    assert not (tmp_path / "short.txt").exists()
+
+
+def test_a_header_line_of_triples_is_skipped_in_the_log(tmp_path, capsys, caplog):
+    ids = paper_ids(tmp_path / "paper-ids", [{"sha": sha, "corpusid": 10 + i}
+                                             for i, sha in enumerate(SHAS)])
+    src = tmp_path / "triples.csv"
+    src.write_text("query_paper_id,positive_id,negative_id\n" + ",".join(SHAS) + "\n")
+    with caplog.at_level("INFO"):
+        status, err = training_ids(src, ids, tmp_path / "out.txt", capsys)
+    assert status == 0, err
+    assert (tmp_path / "out.txt").read_text() == "10\n11\n12\n"
+    assert "line 1 read as a header, not ids: 'query_paper_id,positive_id" in caplog.text
