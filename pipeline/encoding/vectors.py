@@ -7,13 +7,15 @@ marks the rows that are query vectors (`corpusid` then the query's id): a collec
 are texts, not papers (BEIR's, CSFCube's facet queries), and without their vectors the store
 cannot search its pools. They are kept beside the papers' (`layout.imported_queries_path`),
 checked as theirs are (one dimension for all rows, no id twice among the queries), and every
-one is kept: a query of a pool imported later is searched too. Every row is checked before
-anything is written: one dimension for all, no null, NaN or infinite value as float32 (the
-store's type: 1e39 is inf there), no id twice (each refused, counted, with an example id); ids
-that are not papers of the corpus are dropped and counted (vectors made for a larger
-collection are the usual case). The file is read `BATCH_ROWS` rows at a time, twice (checked,
-then placed in a scratch file in the store's order), so memory holds the ids, a batch and one
-part, whatever its size. Another file or similarity over a store it made needs `replace`.
+one is kept: a query of a pool imported later is searched too; those of no pool of the corpus
+yet are counted (`queries_of_no_pool`) and named in a warning, as the papers' unknown ids are.
+Every row is checked before anything is written: one dimension for all, no null, NaN or
+infinite value as float32 (the store's type: 1e39 is inf there), no id twice (each refused,
+counted, with an example id); ids that are not papers of the corpus are dropped and counted
+(vectors made for a larger collection are the usual case). The file is read `BATCH_ROWS` rows
+at a time, twice (checked, then placed in a scratch file in the store's order), so memory
+holds the ids, a batch and one part, whatever its size. Another file or similarity over a
+store it made needs `replace`.
 The store, `indexes/<corpus>/embeddings/vectors--<name>/`, records the source's sha256 and
 the similarity, and each row the text digest of its paper at import time, so a corpus made
 again in place makes it stale: it is imported again (from a file computed on the new texts),
@@ -242,6 +244,9 @@ def _read_source(src: Path, place: Place
     counts = {"rows": len(ids), "dim": dim, "imported": int(keep.sum()),
               "unknown_ids_dropped": int((~keep & ~queries).sum()),
               "query_vectors": int(queries.sum())}
+    if queries.any():  # a paper-only file's counts as they were
+        counts["queries_of_no_pool"] = int((~np.isin(ids[queries].astype(str),
+                                                      list(_pool_queries(place)))).sum())
     if not keep.any():
         raise InputError(f"SRC {src}: none of its {len(ids)} ids is a paper of "
                          f"{prefiltered}: give the vectors of this corpus's papers (column "
@@ -347,6 +352,11 @@ def import_vectors(place: Place, name: str, src: str | os.PathLike,
     if counts["unknown_ids_dropped"]:
         log.warning(f"[{IMPORT_VECTORS}] {counts['unknown_ids_dropped']} of {counts['rows']} ids "
                     f"of {src} are not papers of {place.corpus}: dropped")
+    if counts.get("queries_of_no_pool"):
+        log.warning(f"[{IMPORT_VECTORS}] {counts['queries_of_no_pool']} of "
+                    f"{counts['query_vectors']} query vectors of {src} are of no query of a "
+                    f"pool of {place.corpus} (of those whose queries are texts): kept, for a "
+                    "pool imported later (SPLIT=dev); were they made for this corpus?")
     if not len(query_ids) and (texts := _text_query_pools(place)):
         log.warning(f"[{IMPORT_VECTORS}] {src} has no query vectors (column {QUERY}), and the "
                     f"queries of {len(texts)} pools of {place.corpus} are texts ({texts[0]}, "
@@ -364,6 +374,13 @@ def _text_query_pools(place: Place) -> list[str]:
 
     return [pool for pool in pool_names(place.corpus_dir) if own_text(pl.read_parquet(
         pool_dir(place.corpus_dir, pool) / POOL_QUERIES, n_rows=0))]
+
+
+def _pool_queries(place: Place) -> set[str]:
+    """The ids, as strings (as the store keeps them: _write_queries), of the queries of the
+    corpus's pools whose queries are texts: those query vectors serve."""
+    return {str(query) for pool in _text_query_pools(place) for query in pl.read_parquet(
+        pool_dir(place.corpus_dir, pool) / POOL_QUERIES, columns=["corpusid"])["corpusid"]}
 
 
 def imported_similarity(store: Path) -> str:

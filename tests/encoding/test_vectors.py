@@ -294,3 +294,33 @@ def test_damaged_query_vectors_are_refused_and_their_import_repairs_them(  # noq
     pipeline.import_vectors(data, "sf", "v", tmp_path / "v.parquet")
     assert stored.read_bytes() == good
     pipeline.search(data, "sf", pool, "vectors:v", k=10, threads=1)
+
+
+def test_query_rows_of_no_pool_are_kept_counted_and_named(  # noqa: F811
+        collection, tmp_path, caplog):  # noqa: F811
+    """Query rows whose id is no query of the corpus's pools (made for another collection's
+    queries, or of a split not imported yet) are kept for a later pool, and counted in the
+    store's manifest and a warning, as the papers' unknown ids are: never silently among the
+    query vectors."""
+    from pipeline.core.files import read_json
+    from pipeline.external.beir import import_beir
+    from pipeline.layout import MANIFEST, imported_queries_path
+    from pipeline.pools.build import load_pool
+
+    data = pipeline.Data(tmp_path)
+    import_beir(collection, data.corpus("sf"))
+    [pool] = data.pools("sf")
+    docs = pool_ids(data.corpus("sf"), pool)
+    queries = [*load_pool(data.corpus("sf"), pool)[0]["corpusid"], "elsewhere-1", "elsewhere-2"]
+    rng = np.random.default_rng(5)
+    pl.DataFrame({"corpusid": [*docs, *queries],
+                  "vector": rng.normal(size=(len(docs) + len(queries), 4)).tolist(),
+                  "query": [False] * len(docs) + [True] * len(queries)}
+                 ).write_parquet(tmp_path / "v.parquet")
+    name = pipeline.import_vectors(data, "sf", "v", tmp_path / "v.parquet")
+    store = store_dir(data.indexes, "sf", name)
+    counts = read_json(store / MANIFEST)["config"]["imported"]["counts"]
+    assert counts["query_vectors"] == len(queries) and counts["queries_of_no_pool"] == 2
+    assert f"2 of {len(queries)} query vectors of {tmp_path / 'v.parquet'} are of no query " \
+        "of a pool of sf" in caplog.text
+    assert set(pl.read_parquet(imported_queries_path(store))["query"]) == set(queries)
