@@ -35,6 +35,7 @@ from pipeline.core.textfiles import read_json, read_jsonl
 from pipeline.corpus.install import claim_corpus
 from pipeline.evaluation.evaluate import OFFICIAL_TYPES, POSITIVE_TYPE
 from pipeline.evaluation.significance import ordered
+from pipeline.fields import MAG_FIELDS
 from pipeline.layout import MDCR_BENCHMARK, MDCR_DATA, Place, pool_split
 from pipeline.mdcr.benchmark import (
     benchmark_pools,
@@ -204,6 +205,11 @@ def import_benchmark(src: Path, corpus_dir: Path, split: str = "test", replace: 
     split = pool_split(split)
     benchmark = src / MDCR_BENCHMARK.format(FILE_SPLITS[split])
     table, itself = leave_out_query_itself(read_official(benchmark))
+    custom = sorted(set(table["field"].unique()) - set(MAG_FIELDS))
+    if custom:  # a custom benchmark's own fields are imported; a misspelling is seen here
+        log.warning(f"[import-mdcr] {benchmark}: {len(custom)} fields are not among the 19 "
+                    f"official MDCR fields (MAG's: {', '.join(MAG_FIELDS)}): "
+                    f"{', '.join(map(repr, custom))}, each imported as a field pool of its own")
     data = src / MDCR_DATA.format(FILE_SPLITS[split])
     if not data.exists():
         raise InputError(f"{data} does not exist: the benchmark's titles and abstracts come "

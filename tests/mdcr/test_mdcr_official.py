@@ -277,6 +277,27 @@ def test_a_query_listed_as_its_own_candidate_is_left_out_and_counted(tmp_path, c
         assert qrels.filter(pl.col("query") == pl.col("doc")).is_empty()
 
 
+def test_fields_other_than_the_official_ones_are_imported_and_named(tmp_path, caplog):
+    """A custom benchmark may name its own fields: imported, each a pool, but named in one
+    warning (a misspelled field, 'Medecine', is no official field and would be compared with
+    nothing)."""
+    lists = {**BENCHMARK, "Medecine": {"q4": {"bm25": ["b"], "true": ["a"]}}}
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "mdcr_test.json").write_text(json.dumps(lists))
+    (src / "mdcr_test_data.jsonl").write_text("".join(
+        json.dumps({"paper_id": i, "title": f"title {i}", "abstract": f"abstract {i}"}) + "\n"
+        for i in sorted({*"abcdefghijklm", "q1", "q2", "q3", "q4"})))
+    corpus = tmp_path / "corpora" / "custom"
+    with caplog.at_level("WARNING", logger="pipeline.mdcr.official"):
+        import_benchmark(src, corpus)
+    [line] = [r.getMessage() for r in caplog.records if "official MDCR fields" in r.getMessage()]
+    assert "1 fields are not among the 19 official MDCR fields" in line
+    assert line.endswith(": 'Medecine', each imported as a field pool of its own"), line
+    fields = {pool_manifest(corpus, name)["parameters"]["field"] for name in pool_names(corpus)}
+    assert fields == {*BENCHMARK, "Medecine"}
+
+
 def test_the_val_split_imports_as_validation_pools(round_trip, tmp_path):
     _, first, imported, _ = round_trip
     for name in ("mdcr_test.json", "mdcr_test_data.jsonl"):
