@@ -22,7 +22,7 @@ import re
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -242,6 +242,12 @@ class Assessor(ABC):
         because the server refused it; None otherwise."""
         return None
 
+    @property
+    def labelled(self) -> Collection[tuple[str, str]] | None:
+        """The (query, doc) pairs it holds labels of, ids as strings (a labels file's); None
+        for an assessor that judges whatever pair it is asked."""
+        return None
+
 
 # A refusal of one pair's request, not of every request: 400 (vLLM's and OpenAI's answer to a
 # prompt beyond the model's context), 413 (a body too large), 422 (TGI's). Such a pair is left
@@ -428,6 +434,10 @@ class FileAssessor(Assessor):
     def describe(self) -> dict[str, Any]:
         return {"kind": self.kind, "labels": self.path.name, "sha256": self.sha256,
                 "count": len(self.labels), "people": len(self.people), "stand_in": False}
+
+    @property
+    def labelled(self) -> Collection[tuple[str, str]]:
+        return self.labels.keys()
 
     def judge(self, pair: Pair) -> dict[str, Any] | None:
         label = self.labels.get((pair.query, pair.doc))

@@ -18,6 +18,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
@@ -156,15 +157,28 @@ class Judged:
     unjudged: int = 0
     not_grades_all: int = 0
     refused: list[tuple[str, str, str]] = field(default_factory=list)
+    labels_outside: int | None = None  # a labels file's labels of no pair judged (outside)
 
     def counts(self) -> dict[str, Any]:
         """The counts the manifest records: the same for the same answers, however many runs
-        asked them."""
+        asked them (and, for a labels file, how many of its labels name no pair judged)."""
         grades = self.frame["grade"].value_counts().sort("grade")
         return {"graded": self.frame.height, "ungraded": len(self.ungraded),
                 "unjudged": self.unjudged, "refused": len(self.refused),
                 "grades": {str(g): n for g, n in grades.iter_rows()},
-                "not_grades": self.not_grades_all}
+                "not_grades": self.not_grades_all,
+                **({} if self.labels_outside is None else
+                   {"labels_outside": self.labels_outside})}
+
+
+def outside(assessor: Assessor, pairs: Collection[tuple[str, str]]) -> int | None:
+    """How many of `assessor`'s own labels (a labels file's) name none of `pairs` (query,
+    doc as strings, as Pair holds them); None for an assessor that judges any pair asked."""
+    labelled = assessor.labelled
+    if labelled is None:
+        return None
+    wanted = set(pairs)
+    return sum(key not in wanted for key in labelled)
 
 
 PAIR_TEXTS = ("query_title", "query_abstract", "doc_title", "doc_abstract")
@@ -307,7 +321,7 @@ def _judged(table: pl.DataFrame, rows: list[Pair], records: dict[tuple[str, str]
                     f"first: query {refused[0][0]}, candidate {refused[0][1]})"
                     if refused else ""))
     return Judged(frame, asked, recorded, not_grades, ungraded, unjudged, not_grades_all,
-                  refused)
+                  refused, outside(assessor, [(p.query, p.doc) for p in rows]))
 
 
 # ---- the judgments artifact -----------------------------------------------------------------
@@ -424,7 +438,10 @@ def judge_pool(runs_root: Path, corpus_dir: Path, corpus: str, pool: str, pairs:
     log.info(f"[judge] {pool}: {counts['graded']} pairs graded by {assessor.name}"
              f"{' (a stand-in)' if assessor.stand_in else ''}, {judged.asked} asked now, "
              f"{judged.recorded} from its log, {counts['ungraded']} ungraded, "
-             f"{counts['unjudged']} unjudged ({counts['refused']} refused by the server) "
-             f"-> {path}{'' if written else ' (kept)'} "
+             f"{counts['unjudged']} unjudged ({counts['refused']} refused by the server)"
+             + ("" if judged.labels_outside is None else
+                f", {judged.labels_outside} of the file's {len(assessor.labelled or ())} "
+                "labels name no pair of this sample")
+             + f" -> {path}{'' if written else ' (kept)'} "
              f"in {time.perf_counter() - start:.1f} s")
     return judged

@@ -40,7 +40,14 @@ from pipeline.core.files import read_json, write_json
 from pipeline.core.manifests import manifest
 from pipeline.core.repair import Placeholder, Repair
 from pipeline.judging.assessor import Assessor
-from pipeline.judging.judgments import Judged, judge_pool, pairs_digest, paper_texts, read_judgments
+from pipeline.judging.judgments import (
+    Judged,
+    judge_pool,
+    outside,
+    pairs_digest,
+    paper_texts,
+    read_judgments,
+)
 from pipeline.judging.page import query_texts, write_page
 from pipeline.judging.sample import DEPTH, draw_sample, pairs_to_judge
 from pipeline.layout import (
@@ -177,15 +184,24 @@ def _move_old_layout(place: Place, pool: str, settings: Sampling) -> None:
              "sampling setting)")
 
 
-def sample_pool(place: Place, pool: str, settings: Sampling) -> pl.DataFrame:
-    """Draw the pool's sample (sample.draw_sample) and write it with its manifest, unless the
-    file holds these bytes already from the same settings and runs (then both are kept)."""
-    _move_old_layout(place, pool, settings)
+def draw_pool_sample(place: Place, pool: str, settings: Sampling) -> pl.DataFrame:
+    """The pool's sample (sample.draw_sample) from its qrels and the models' runs, written
+    nowhere."""
     qrels = pool_qrels(place, pool)
     ids = {"query": qrels["query"].dtype, "doc": qrels["doc"].dtype}
     runs = {model: run.cast(ids)  # the ids as the qrels type them (runs may differ)
             for model, run in pool_runs(place, pool, settings.models).items()}
-    sample = draw_sample(pool, qrels, runs, settings.n, settings.seed, settings.depth)
+    return draw_sample(pool, qrels, runs, settings.n, settings.seed, settings.depth)
+
+
+def sample_pool(place: Place, pool: str, settings: Sampling,
+                sample: pl.DataFrame | None = None) -> pl.DataFrame:
+    """Draw the pool's sample (or take `sample`, drawn by draw_pool_sample) and write it with
+    its manifest, unless the file holds these bytes already from the same settings and runs
+    (then both are kept)."""
+    _move_old_layout(place, pool, settings)
+    if sample is None:
+        sample = draw_pool_sample(place, pool, settings)
     path = sample_path(place.runs_root, place.corpus, pool, settings.name)
     record = judgments_manifest(path)
     data = _bytes(sample)
@@ -231,8 +247,10 @@ def judge_corpus(place: Place, settings: Sampling, judge: Assessor,
                              f"depths ({mixed}): a sample of them would be compared nowhere "
                              "(the report compares no runs of two depths); search them again "
                              "at one depth (K), then make judge")
-    for pool in chosen:
-        sample = sample_pool(place, pool, settings)
+    drawn = {pool: draw_pool_sample(place, pool, settings) for pool in chosen}
+    _check_labels(judge, settings, drawn)
+    for pool, fresh in drawn.items():
+        sample = sample_pool(place, pool, settings, fresh)
         pairs = pairs_to_judge(sample)
         judged = _judge_sample(place, pool, settings, pairs, judge, concurrency, progress)
         counts = judged.counts()
@@ -242,6 +260,31 @@ def judge_corpus(place: Place, settings: Sampling, judge: Assessor,
                      "unjudged": counts["unjudged"], "asked": judged.asked,
                      "recorded": judged.recorded, "judgments": judge.file_name})
     return pl.DataFrame(rows, schema=JUDGED_SCHEMA)
+
+
+def _check_labels(judge: Assessor, settings: Sampling, samples: dict[str, pl.DataFrame]
+                  ) -> None:
+    """A labels file (JUDGE=file:) whose labels name no pair of any of the `samples` is
+    refused before anything is written: its labels were drawn with other settings. Those
+    outside the samples are counted in a warning (each pool's judgments count theirs)."""
+    labelled = judge.labelled
+    if not labelled:
+        return
+    pairs = {(str(query), str(doc)) for sample in samples.values()
+             for query, doc in pairs_to_judge(sample).select("query", "doc").iter_rows()}
+    unused = outside(judge, pairs) or 0
+    drawn = (f"the samples of MODELS={','.join(settings.models)} SAMPLE={settings.n} "
+             f"SAMPLE_SEED={settings.seed} JUDGE_DEPTH={settings.depth} in {len(samples)} "
+             "pools")
+    if unused == len(labelled):
+        raise InputError(f"{judge.name}: none of its {len(labelled)} labels names a pair of "
+                         f"{drawn}: the labels were probably drawn with other settings "
+                         "(SAMPLE, MODELS, POOL): give those of the judging page they were "
+                         "made on; nothing written")
+    if unused:
+        log.warning(f"[judge] {judge.name}: {unused} of its {len(labelled)} labels name no "
+                    f"pair of {drawn}: were they drawn with other settings (SAMPLE, MODELS, "
+                    "POOL)? Those are not used")
 
 
 def _judge_sample(place: Place, pool: str, settings: Sampling, pairs: pl.DataFrame,

@@ -16,6 +16,7 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
+from pipeline.core.files import read_json
 from pipeline.judging.assessor import LABELS_HEADER, FileAssessor, StandinAssessor
 from pipeline.judging.sample import pairs_to_judge
 from pipeline.judging.stage import sampling
@@ -100,6 +101,44 @@ def test_a_persons_labels_give_the_judgments_they_carry(judged, tmp_path):
                                               SAMPLING))
     assert mine.select("query", "doc", "grade").equals(theirs.select("query", "doc", "grade"))
     assert set(mine["assessor"]) == {"ann"}
+
+
+def test_labels_of_no_sampled_pair_are_counted_and_none_matching_is_refused(judged, tmp_path,
+                                                                           caplog):
+    """Labels of pairs outside the samples (drawn with other settings; here query ids written
+    with a leading zero) are counted in the log and each pool's judgments' manifest; a file
+    none of whose labels names a sampled pair is refused before anything is written."""
+    data, corpus, _ = judged
+    pools = [pool_of(size) for size in POOL_SIZES]
+    samples = {pool: {(str(q), str(d)) for q, d in pairs_to_judge(pl.read_parquet(
+        sample_path(data.runs, corpus, pool, SAMPLING))).iter_rows()} for pool in pools}
+    drawn = sorted(set().union(*samples.values()))
+    foreign = [(f"0{q}", d) for q, d in drawn[:5]]
+
+    def labels(name: str, pairs: list[tuple[str, str]]) -> Path:
+        path = tmp_path / name
+        path.write_text("\t".join(LABELS_HEADER) + "\n" + "".join(
+            f"{q}\t{d}\t2\tann\t2026-11-29T10:00:00Z\n" for q, d in pairs))
+        return path
+
+    other = labels("labels-other.tsv", foreign)
+    with pytest.raises(InputError, match=r"none of its 5 labels names a pair of the samples of "
+                       r"MODELS=bm25,random SAMPLE=12 .*: the labels were probably drawn with "
+                       r"other settings \(SAMPLE, MODELS, POOL\)"):
+        pipeline.judge(data, corpus, list(MODELS), f"file:{other}", sample=N)
+    name = FileAssessor(other).file_name
+    assert not any(judgments_path(data.runs, corpus, pool, name, SAMPLING).exists()
+                   or judgments_manifest(judgments_path(data.runs, corpus, pool, name,
+                                                        SAMPLING)).exists() for pool in pools)
+    mixed = labels("labels-mixed.tsv", [*drawn[:3], *foreign])
+    with caplog.at_level("INFO"):
+        pipeline.judge(data, corpus, list(MODELS), f"file:{mixed}", sample=N)
+    assert "5 of its 8 labels name no pair of the samples of MODELS=bm25,random" in caplog.text
+    for pool in pools:
+        unused = sum(pair not in samples[pool] for pair in [*drawn[:3], *foreign])
+        path = judgments_path(data.runs, corpus, pool, FileAssessor(mixed).file_name, SAMPLING)
+        assert read_json(judgments_manifest(path))["counts"]["labels_outside"] == unused >= 5
+        assert f"{unused} of the file's 8 labels name no pair of this sample" in caplog.text
 
 
 def test_the_judging_page_shows_every_drawn_pair_once(judged):
