@@ -43,9 +43,10 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
 from pipeline.core.logs import counted
-from pipeline.core.repair import PIPELINE, Placeholder, Repair, Where
+from pipeline.core.repair import Placeholder, Repair, Where
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
 from pipeline.encoding.store import store_repair
+from pipeline.evaluation.evaluate import RESULTS_REPAIR, not_current
 from pipeline.judging.files import (
     MOVE_LOG,
     SpecialFile,
@@ -70,6 +71,7 @@ from pipeline.layout import (
     RUN_METRICS,
     RUN_TABLE,
     TABLE_SUFFIX,
+    Place,
     artifact_kind,
     is_retired,
     judging_folders,
@@ -141,7 +143,6 @@ def _inputs(info: dict, kind: str) -> dict[str, str]:
     return info.get("inputs", {})
 
 
-RESULTS_REPAIR = Repair("collect", program=PIPELINE)  # gathers runs/results.parquet again
 
 
 def _classify(path: Path, data: Roots) -> tuple[str, Repair] | None:
@@ -258,7 +259,7 @@ def check_manifest(path: Path, data: Roots, deep: bool) -> list[Problem]:
     if kind == "report" and not isinstance(info.get("inputs"), dict):
         stale.append("made before reports recorded what they were made from")
     if kind == "report":
-        stale += _changed_lists(path, info)
+        stale += _changed_lists(path, info) + _left_out_current(path, info, data)
     if kind == "run" and "k1" in info.get("details", {}):
         corpus_dir = data.corpora / path.parent.parent.name
         if info["details"].get("tuned_on") != validation_pools(corpus_dir, path.parent.name):
@@ -346,6 +347,29 @@ def _changed_source(path: Path, info: dict, kind: str, repair: Repair) -> list[P
     return [Problem("STALE", path, "its source file changed since it was imported (its sha256 "
                     "differs from the one the manifest records)",
                     replace(repair, variables=(*repair.variables, ("REPLACE", "1"))))]
+
+
+def _left_out_current(path: Path, info: dict, data: Roots) -> list[str]:
+    """A report that left out an evaluation as not current (its manifest's `left_out`) whose
+    run is current now: STALE, since a report made now counts it. Its recorded inputs cannot
+    say so when the repair made the same bytes again (a damaged run searched again the same
+    way), so the reason collect left it out is asked again (evaluate.not_current)."""
+    if data.runs is None or data.corpora is None:
+        return []
+    place = Place(data.corpora / report_corpus(path), data.indexes, data.runs)
+    suffix = f".{RUN_EVALUATION}"
+    for label in info.get("left_out") or ():
+        kind, _, pool, name = (label.split("/") + ["", "", ""])[:4]
+        if kind != "runs" or not name.endswith(suffix):
+            continue
+        model = name.removesuffix(suffix)
+        try:
+            if not_current(place, pool, model) is None:
+                return [f"it left out the evaluation of {model} on {pool} as not current, "
+                        "and it is current now"]
+        except InputError:  # damaged, or its pool gone: still left out
+            continue
+    return []
 
 
 def _changed_lists(path: Path, info: dict) -> list[str]:

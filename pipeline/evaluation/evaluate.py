@@ -27,10 +27,11 @@ from pipeline.core.files import SELF_SHA, read_json, read_parquet, write_json, w
 from pipeline.core.inputs import KINDS, Roots, changed, input_sha256, record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
-from pipeline.core.repair import Placeholder, Repair
+from pipeline.core.repair import PIPELINE, Repair
 from pipeline.core.timing import timed
 from pipeline.glossary import DEFAULT_METRICS, parse_metrics
 from pipeline.layout import (
+    DATA_FOLDERS,
     EMBEDDINGS,
     MANIFEST,
     RESULTS_COLLECTED,
@@ -40,7 +41,6 @@ from pipeline.layout import (
     Place,
     parse_pool_name,
     pool_dir,
-    run_files,
     run_name,
     run_paths,
     split_run_name,
@@ -56,7 +56,7 @@ from pipeline.retrieval.runs import (
     run_cut,
     run_repair,
 )
-from pipeline.roots import where
+from pipeline.roots import data_roots, where
 
 log = logging.getLogger(__name__)
 POSITIVE_TYPE = "cited"  # the candidate type of a pool's positives (MDCR's "true")
@@ -710,24 +710,29 @@ def cut_columns(manifest_path: Path) -> dict[str, pl.Expr]:
             "complete": pl.lit(bool(cut and cut.complete), pl.Boolean)}
 
 
-def results_repair(runs_root: Path, corpus: str | None = None) -> Repair:
-    """The command that collects `runs/results.parquet` again: `make report` of `corpus`
-    (a report collects every corpus's evaluations first), else of the first corpus with
-    evaluations under `runs_root` (as verify's repair of it)."""
-    if corpus is None:
-        corpus = min((p.parts[-3] for p in run_files(runs_root, RUN_EVALUATION)),
-                     default=Placeholder("corpus"))
-    return Repair("report", corpus)
+RESULTS_REPAIR = Repair("collect", program=PIPELINE)  # gathers runs/results.parquet again
 
 
-def read_results(path: Path, roots: Roots | None = None, corpus: str | None = None
-                 ) -> pl.DataFrame:
+def _results_error(message: str, path: Path, roots: Roots | None) -> InputError:
+    """A refusal of the collected results at `path`, its repair (RESULTS_REPAIR) naming the
+    data they lie in: `roots`, else the data folder of the runs folder holding them."""
+    error = InputError(message, RESULTS_REPAIR)
+    if roots is not None:
+        error.where = where(roots.corpora, roots.indexes, roots.runs)
+    elif path.parent.name == DATA_FOLDERS["runs"]:
+        error.where = where(*data_roots(path.parent.parent).values())
+    else:
+        error.where = where(None, None, path.parent)
+    return error
+
+
+def read_results(path: Path, roots: Roots | None = None) -> pl.DataFrame:
     """The rows of a results table, checked first as every stage checks its inputs. A
     `results.parquet` beside a results manifest is collect's: it must match the fingerprint
     the manifest records and, with `roots`, have been collected from the evaluations as they
     are now (`core.current.stale`); else an InputError naming it and the command that collects
-    it again (`results_repair`, for `corpus`). Any other file (no manifest beside it) is the
-    user's own table: read as it is, with a warning that nothing vouches for it."""
+    it again (RESULTS_REPAIR, on the data they lie in). Any other file (no manifest beside
+    it) is the user's own table: read as it is, with a warning that nothing vouches for it."""
     record = path.parent / RESULTS_MANIFEST
     if path.name != RESULTS_FILE or not record.exists():
         log.warning(f"{path}: no {RESULTS_MANIFEST} beside it vouches for it (`make eval` "
@@ -739,11 +744,11 @@ def read_results(path: Path, roots: Roots | None = None, corpus: str | None = No
         why = (f"collected from evaluations that changed since ({problem.reason})"
                if problem.check == INPUTS else
                f"it does not match its manifest ({problem.reason})")
-        raise InputError(f"results {path}: {why}", results_repair(path.parent, corpus))
+        raise _results_error(f"results {path}: {why}", path, roots)
     known = roots is not None and roots.indexes is not None and roots.corpora is not None
     if known and (why := _collected_not_current(read_json(record), roots)):
-        raise InputError(f"results {path}: collected from an evaluation not current now "
-                         f"({why})", results_repair(path.parent, corpus))
+        raise _results_error(f"results {path}: collected from an evaluation not current now "
+                             f"({why})", path, roots)
     return read_parquet(path)
 
 

@@ -399,7 +399,7 @@ def load_results(runs_root: Path, corpus: str, seed: int = 0,
         runs_root.parent / DATA_FOLDERS["corpora"])
     indexes = index_root if index_root is not None else (
         runs_root.parent / DATA_FOLDERS["indexes"])
-    results = read_results(path, Roots(corpora, indexes, runs_root), corpus).filter(
+    results = read_results(path, Roots(corpora, indexes, runs_root)).filter(
         pl.col("corpus") == corpus)
     results = results.filter(pl.col("split") == ("test" if (results["split"] == "test").any()
                                                  else "validation"))

@@ -14,9 +14,10 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
-from pipeline.layout import pool_names
+from pipeline.layout import pool_names, report_manifest, reports_dir
 from tests.report.conftest import REPORT_CORPUS
 from tests.test_api_replace import nudge
+from tests.test_damage import damage
 
 
 def data_copy(report_data: Path, tmp_path: Path) -> pipeline.Data:
@@ -75,6 +76,31 @@ def test_swapped_weights_are_left_out_with_verify_s_stale_runs(report_data, tiny
     assert tables.index("evaluations left out") < tables.index("dataset-level")
     path = after.save()
     assert "REPLACE=1" in path.read_text()
+
+
+def test_a_report_that_left_out_a_run_repaired_to_the_same_bytes_is_stale(report_data,
+                                                                            tmp_path):
+    """A damaged run is left out of the report; searched again the same way it has its old
+    bytes, so no input the report recorded changed: verify still names the report STALE (it
+    left out what is current now), and the report made then counts the run."""
+    data = data_copy(report_data, tmp_path)
+    pool = dataset_pools(data)[0]
+    run = data.runs / REPORT_CORPUS / pool / "bm25.parquet"
+    damage(run)
+    left = pipeline.build_report(data, REPORT_CORPUS)
+    left.save()
+    assert {row[0] for row in left.tables["left-out"].rows} == {f"{REPORT_CORPUS}/{pool}/bm25"}
+    pipeline.search(data, REPORT_CORPUS, pool, "bm25", threads=1)  # verify's repair: make eval
+    pipeline.evaluate(data, REPORT_CORPUS, pool, "bm25")
+    lines = pipeline.verify_data(data, deep=False)
+    assert [line.split(":")[0] for line in lines] == [
+        f"STALE {report_manifest(reports_dir(data.runs), REPORT_CORPUS)}"]
+    assert f"left out the evaluation of bm25 on {pool} as not current" in lines[0]
+    assert f"repair: make report CORPUS={REPORT_CORPUS} " in lines[0]
+    made = pipeline.build_report(data, REPORT_CORPUS)
+    made.save()
+    assert "left-out" not in made.tables
+    assert pipeline.verify_data(data, deep=False) == []
 
 
 def test_runs_of_another_depth_are_labelled_and_never_tested(report_data, tmp_path):
