@@ -350,19 +350,17 @@ def _changed_source(path: Path, info: dict, kind: str, repair: Repair) -> list[P
 
 
 def _left_out_current(path: Path, info: dict, data: Roots) -> list[str]:
-    """A report that left out an evaluation as not current (its manifest's `left_out`) whose
-    run is current now: STALE, since a report made now counts it. Its recorded inputs cannot
-    say so when the repair made the same bytes again (a damaged run searched again the same
-    way), so the reason collect left it out is asked again (evaluate.not_current)."""
+    """A report that left out a run (its manifest's `left_out`: an evaluation not current, a
+    run not scored) whose evaluation is current now: STALE, since a report made now counts it.
+    Its recorded inputs cannot say so when the repair made the same bytes again (a damaged run
+    searched again the same way) or made a file it never read (the evaluation of a run not
+    scored), so the reason collect left it out is asked again (evaluate.not_current)."""
     if data.runs is None or data.corpora is None:
         return []
     place = Place(data.corpora / report_corpus(path), data.indexes, data.runs)
-    suffix = f".{RUN_EVALUATION}"
-    for label in info.get("left_out") or ():
-        kind, _, pool, name = (label.split("/") + ["", "", ""])[:4]
-        if kind != "runs" or not name.endswith(suffix):
-            continue
-        model = name.removesuffix(suffix)
+    runs = dict.fromkeys(run_file_parts(Path(label))[1:3] for label in info.get("left_out") or ()
+                         if label.startswith("runs/") and label.count("/") == 3)
+    for pool, model in runs:  # its evaluation, or its run of no evaluation, left out
         try:
             if not_current(place, pool, model) is None:
                 return [f"it left out the evaluation of {model} on {pool} as not current, "

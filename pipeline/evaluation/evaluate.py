@@ -27,7 +27,7 @@ from pipeline.core.files import SELF_SHA, read_json, read_parquet, write_json, w
 from pipeline.core.inputs import KINDS, Roots, changed, input_sha256, record
 from pipeline.core.locks import file_lock
 from pipeline.core.manifests import manifest
-from pipeline.core.repair import PIPELINE, Repair
+from pipeline.core.repair import PIPELINE, Repair, Where
 from pipeline.core.timing import timed
 from pipeline.glossary import DEFAULT_METRICS, parse_metrics
 from pipeline.layout import (
@@ -41,6 +41,8 @@ from pipeline.layout import (
     Place,
     parse_pool_name,
     pool_dir,
+    run_file_parts,
+    run_files,
     run_name,
     run_paths,
     split_run_name,
@@ -361,7 +363,9 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     An evaluation that is not current (`not_current`: what verify calls STALE of it, of its
     pool or of the run it scored, the model's weights included) is left out, never mixed in:
     each is logged and recorded in the manifest with why and the command that makes it
-    current (`left_out`), which the report shows. A damaged evaluation is an error naming it.
+    current (`left_out`), which the report shows; so is a run of no evaluation (NOT_SCORED:
+    an eval killed before it wrote one, a run only searched or imported), after them. A
+    damaged evaluation is an error naming it.
 
     Gathered from what changed (`Collected`): an evaluation gathered last time whose files
     (`decided_by`) all have the stat key they had then, whose BM25 validation pools are the
@@ -416,9 +420,11 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
                     model=pl.lit(model), **cut_columns(paths.manifest),
                     query="query", negatives="negatives", metric="metric",
                     value=pl.col("value").cast(pl.Float64)))
+    unscored = unscored_runs(corpora_root, runs_root, shown)
+    left_out += unscored
     for item in left_out:
-        log.warning(f"[collect] left out {item['run']}: not current ({item['why']}); "
-                    f"repair: {item['repair']}")
+        why = item["why"] if item["why"] == NOT_SCORED else f"not current ({item['why']})"
+        log.warning(f"[collect] left out {item['run']}: {why}; repair: {item['repair']}")
     written = runs_root / RESULTS_FILE
     if before is not None and not frames and set(kept) == set(before.entries):
         results = read_parquet(written)  # every row as gathered last time (intact: load)
@@ -442,12 +448,35 @@ def collect_results(corpora_root: Path, index_root: Path, runs_root: Path) -> pl
     write_parquet(results.to_arrow(), written)
     write_json(manifest("collect", parameters,
                         counts={"rows": results.height, "runs": len(kept) + len(frames),
-                                "stale_left_out": len(left_out)}, left_out=left_out,
+                                "stale_left_out": len(left_out) - len(unscored),
+                                **({"unscored": len(unscored)} if unscored else {})},
+                        left_out=left_out,
                         inputs=dict(sorted(inputs.items())),
                         outputs=fingerprints(runs_root, [RESULTS_FILE])),
                record_path)
     after.save()
     return results
+
+
+# why collect leaves out a run of no evaluation (the report's left-out table says it as such)
+NOT_SCORED = ("not scored: the run has no evaluation (its make eval stopped before writing "
+              "one, or it was only searched or imported)")
+
+
+def unscored_runs(corpora_root: Path, runs_root: Path, shown: Where) -> list[dict[str, str]]:
+    """A left-out entry (run, why: NOT_SCORED, repair) for each complete run (its manifest
+    written last) of an existing pool that has no evaluation, in run_files' order: a number
+    never made is said, never silently missing from the results."""
+    found = []
+    for path in run_files(runs_root, MANIFEST):
+        corpus, pool, model, _ = run_file_parts(path)
+        if (run_paths(runs_root, corpus, pool, model).evaluation.exists()
+                or not (pool_dir(corpora_root / corpus, pool) / MANIFEST).is_file()):
+            continue
+        repair = run_repair(corpus, model, runs_root, pool)
+        found.append({"run": f"{corpus}/{pool}/{model}", "why": NOT_SCORED,
+                      "repair": repair.command(shown)})
+    return found
 
 
 def evaluations(runs_root: Path) -> list[tuple[str, str, str]]:

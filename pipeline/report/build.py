@@ -20,11 +20,12 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import read_json, write_json
 from pipeline.core.inputs import Roots
 from pipeline.core.locks import file_lock
+from pipeline.core.logs import counted
 from pipeline.core.manifests import manifest
 from pipeline.core.secrets import shown_url
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
 from pipeline.evaluation.crossover import crossover_rows, no_rows_reason, pool_least
-from pipeline.evaluation.evaluate import collect_results, read_results
+from pipeline.evaluation.evaluate import NOT_SCORED, collect_results, read_results
 from pipeline.fields import MAG_FIELDS
 from pipeline.layout import (
     DATA_FOLDERS,
@@ -822,10 +823,13 @@ def not_shown_section(data: Results) -> Section:
     shown under their own label but compared with no other model."""
     tables = []
     if data.stale:
+        unscored = sum(item["why"] == NOT_SCORED for item in data.stale)
+        kinds = [f"{counted(n, noun)} {words}" for n, noun, words in (
+            (len(data.stale) - unscored, "evaluation", "left out, not current (made from "
+             "weights, inputs or options other than those now, as make verify says)"),
+            (unscored, "run", "left out, not scored")) if n]
         tables.append(Table("left-out", (
-            f"{data.corpus}: {len(data.stale)} evaluations left out, not current (made from "
-            "weights, inputs or options other than those now, as make verify says), with the "
-            "command that scores each again"),
+            f"{data.corpus}: {'; '.join(kinds)}, with the command that scores each again"),
             ["run", "why", "the command that makes it current"],
             [[item["run"], item["why"], item["repair"]] for item in data.stale],
             ("No number of this report comes from them.", method_note("what-is-not-shown"))))

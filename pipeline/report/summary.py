@@ -18,6 +18,7 @@ import polars as pl
 from pipeline.core.logs import counted
 from pipeline.evaluation.crossover import HEADER as CROSSOVER_HEADER
 from pipeline.evaluation.crossover import at_floor
+from pipeline.evaluation.evaluate import NOT_SCORED
 from pipeline.evaluation.variance import UPPER_LEVEL, differences, separated
 from pipeline.layout import format_size
 from pipeline.report.tables import main_metric, markdown_text, metric_key, metric_name
@@ -446,24 +447,31 @@ def _measured_draws(data: ResultsLike, pools: str) -> int:
 
 def left_out_sentence(data: ResultsLike, sections: Sequence[SectionLike]) -> list[Sentence]:
     """What the report leaves out and why, from the not-shown section's tables: evaluations
-    not current, runs of another depth; else that neither was."""
+    not current, runs not scored (evaluate.NOT_SCORED), runs of another depth; else that none
+    was."""
     stale, other = _table(sections, LEFT_OUT), _table(sections, OTHER_DEPTHS)
     parts, quotes, sources = [], [], []
-    for table, words in ((stale, ("evaluation", "evaluations", "left out as not current (made "
-                                  "from weights, inputs or options other than those now; no "
-                                  "number comes from them)")),
-                         (other, ("run", "runs", f"of another depth than the report's "
-                                  f"{data.top}, shown under a label with its depth and "
-                                  "compared with no other model"))):
-        if table is None or not table.rows:
+    for table, kept, words in (
+            (stale, lambda row: row[1] != NOT_SCORED, (
+                "evaluation", "evaluations", "left out as not current (made from weights, "
+                "inputs or options other than those now; no number comes from them)")),
+            (stale, lambda row: row[1] == NOT_SCORED, (
+                "run", "runs", "left out as not scored (no evaluation was written)")),
+            (other, lambda row: True, ("run", "runs", f"of another depth than the report's "
+                                       f"{data.top}, shown under a label with its depth and "
+                                       "compared with no other model"))):
+        rows = [(i, row) for i, row in enumerate(table.rows if table is not None else ())
+                if kept(row)]
+        if not rows:
             continue
-        names = [row[0] for row in table.rows]
+        names = [row[0] for _, row in rows]
         shown = names[:MAX_LISTED]
         more = f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""
         noun = words[0] if len(names) == 1 else words[1]
         parts.append(f"{len(names)} {noun} {words[2]}: {', '.join(shown)}{more}")
-        quotes += [Quote(table.name, i, table.header[0], n) for i, n in enumerate(shown)]
-        sources.append(table.name)
+        quotes += [Quote(table.name, i, table.header[0], row[0])
+                   for i, row in rows[:MAX_LISTED]]
+        sources += [table.name] if table.name not in sources else []
     if not parts:
         depth = f" ({data.top})" if data.depth is not None else ""
         return [Sentence("left-out", ("not-shown",), (

@@ -14,6 +14,7 @@ import pytest
 
 import pipeline
 from pipeline.core.errors import InputError
+from pipeline.evaluation.evaluate import NOT_SCORED
 from pipeline.layout import pool_names, report_manifest, reports_dir
 from tests.report.conftest import REPORT_CORPUS
 from tests.test_api_replace import nudge
@@ -101,6 +102,31 @@ def test_a_report_that_left_out_a_run_repaired_to_the_same_bytes_is_stale(report
     made.save()
     assert "left-out" not in made.tables
     assert pipeline.verify_data(data, deep=False) == []
+
+
+def test_a_run_of_no_evaluation_is_said_left_out_until_it_is_scored(report_data, tmp_path):
+    """An eval killed before it wrote the evaluation leaves a complete run of no number: the
+    report says it left it out, with the command that scores it, and once scored verify names
+    that report STALE (it never read the new evaluation)."""
+    data = data_copy(report_data, tmp_path)
+    pool = dataset_pools(data)[0]
+    for name in ("bm25.eval.json", "bm25.metrics.parquet"):  # what a kill -9 of make eval left
+        (data.runs / REPORT_CORPUS / pool / name).unlink()
+    left = pipeline.build_report(data, REPORT_CORPUS)
+    left.save()
+    (run, why, command), = left.tables["left-out"].rows
+    assert (run, why) == (f"{REPORT_CORPUS}/{pool}/bm25", NOT_SCORED)
+    assert command.startswith(f"make eval CORPUS={REPORT_CORPUS} MODEL=bm25 ")
+    assert "1 run left out, not scored" in left.tables["left-out"].caption
+    assert f"1 run left out as not scored (no evaluation was written): {run}" in \
+        left.section("summary").markdown
+    assert pipeline.verify_data(data, deep=False) == []  # a run only searched is no problem
+    pipeline.evaluate(data, REPORT_CORPUS, pool, "bm25")
+    lines = pipeline.verify_data(data, deep=False)
+    assert [line.split(":")[0] for line in lines] == [
+        f"STALE {report_manifest(reports_dir(data.runs), REPORT_CORPUS)}"]
+    made = pipeline.build_report(data, REPORT_CORPUS)
+    assert "left-out" not in made.tables
 
 
 def test_runs_of_another_depth_are_labelled_and_never_tested(report_data, tmp_path):
