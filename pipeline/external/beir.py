@@ -30,6 +30,7 @@ MAP, NDCG).
 
 from __future__ import annotations
 
+import io
 import logging
 from pathlib import Path
 from typing import NamedTuple
@@ -42,7 +43,7 @@ from pipeline.core.errors import InputError
 from pipeline.core.files import write_json, write_parquet
 from pipeline.core.inputs import corpus_label
 from pipeline.core.manifests import manifest
-from pipeline.core.textfiles import read_jsonl, utf8_problem
+from pipeline.core.textfiles import read_bytes, read_jsonl, utf8_problem
 from pipeline.corpus.install import claim_corpus, install_corpus
 from pipeline.layout import (
     BEIR_CORPUS,
@@ -100,12 +101,17 @@ def _read_qrels(path: Path) -> pl.DataFrame:
     first line that is a judgment (its score an integer: the header was left out) would be
     lost as the header, a grade that is not an integer would be guessed at, and a pair judged
     twice with different grades has no one answer: each is refused. Blank lines are not
-    judgments."""
+    judgments. Each line is one judgment, its fields taken literally: a quote is part of an id
+    (BEIR's csv reader would start a quoted field at it, joining the lines up to the next
+    quote), as export-beir writes it."""
     if not path.exists():
         raise InputError(f"{path} does not exist: the split's judgments (qrels/<split>.tsv); "
                          "choose SPLIT=test or SPLIT=dev")
-    try:
-        rows = pl.read_csv(path, separator="\t", has_header=False, infer_schema=False)
+    data = read_bytes(path, "BEIR's qrels (tab-separated query-id, corpus-id, score under a "
+                            "header line)")
+    try:  # every field literal: a quote is part of an id, never a field's start
+        rows = pl.read_csv(io.BytesIO(data), separator="\t", has_header=False,
+                           infer_schema=False, quote_char=None)
     except pl.exceptions.PolarsError as exc:
         problem = utf8_problem(path) or f"unreadable ({str(exc).splitlines()[0]})"
         raise InputError(f"{path}: {problem}; BEIR's qrels are tab-separated query-id, "

@@ -11,22 +11,21 @@ verify passes a file exactly when `make judge` reads it.
 - A log's lines end at `\\n` only (`log_lines`): a reply may hold U+2028 or U+0085, which
   `str.splitlines` would take for line ends.
 - A labels file is a regular file, opened without blocking and refused otherwise (a device
-  such as /dev/zero, a FIFO, a socket: `open_regular`), then read a line at a time, each at
-  most MAX_LINE bytes (core/textfiles.bounded_lines), so that reading it takes memory for the
-  labels it keeps, not for its size.
+  such as /dev/zero, a FIFO, a socket: core/textfiles.open_regular), then read a line at a
+  time, each at most MAX_LINE bytes (core/textfiles.bounded_lines), so that reading it takes
+  memory for the labels it keeps, not for its size.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import stat
-from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import polars as pl
 
 from pipeline.core.repair import Repair
+from pipeline.core.textfiles import SpecialFile as SpecialFile  # re-exported: the judging
+from pipeline.core.textfiles import open_regular as open_regular  # doors' and verify's opener
 
 GRADES = (0, 1, 2, 3)
 MAX_LINE = 64 * 1024  # bytes per line of a labels file (the page writes ids, a name, a time)
@@ -131,26 +130,3 @@ def log_lines(data: bytes) -> tuple[list[bytes], bytes]:
     cut short by a kill while it was written; b"" when none)."""
     whole, _, cut = data.rpartition(b"\n")
     return (whole.split(b"\n") if whole else []), cut
-
-
-class SpecialFile(OSError):
-    """A path that names no regular file (a device, a FIFO, a socket)."""
-
-
-def open_regular(path: Path) -> BinaryIO:
-    """`path` opened for reading in binary, when it is a regular file (after links). Opened
-    without blocking (a FIFO's open would wait for a writer) and checked on the open file
-    (what was opened is what is read): a folder is IsADirectoryError, a device, FIFO or
-    socket SpecialFile; a missing file FileNotFoundError."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(str(path))
-        if not stat.S_ISREG(mode):
-            raise SpecialFile(str(path))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise

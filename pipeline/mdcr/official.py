@@ -140,14 +140,12 @@ def _show(value: object) -> str:
 def _read_json(path: Path, missing: str, invalid: str) -> object:
     """A JSON file's value; a missing, unreadable or invalid file (bytes not UTF-8, a key
     repeated with another value: pipeline.core.textfiles.read_json) is one line ending with the
-    fix given (`missing`, `invalid`): the benchmark is downloaded, a scores file written. A key
-    repeated with the same value is read once."""
-    try:
-        value, repeated = read_json(path, invalid)
-    except FileNotFoundError:
-        raise InputError(f"{path} does not exist: {missing}") from None
-    except OSError as exc:  # a folder, no permission
-        raise InputError(f"{path}: cannot read it ({exc.strerror}); {missing}") from None
+    fix given (`missing`, `invalid`): the benchmark is downloaded, a scores file written; a
+    folder, a FIFO or a device is refused as read_json refuses it. A key repeated with the
+    same value is read once."""
+    if not path.exists():
+        raise InputError(f"{path} does not exist: {missing}")
+    value, repeated = read_json(path, invalid)
     if repeated:
         log.info(f"{path}: {repeated} keys repeated with the same value, read once")
     return value
