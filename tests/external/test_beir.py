@@ -452,3 +452,73 @@ def test_an_import_logs_what_it_kept_and_left_out(collection, tmp_path, caplog):
             f"{counts['candidates']} documents of {counts['documents_read']} read") in caplog.text
     assert f"{counts['queries']} queries of {counts['queries_read']} read" in caplog.text
     assert "1 naming an unknown document or query" in caplog.text
+
+
+def _small(src: Path, docs: list[str] | None = None, qrels: str | None = None) -> Path:
+    """A BEIR folder of 3 documents, 2 queries and their judgments (`docs`: extra corpus
+    lines; `qrels`: the judgment lines in place of the default ones)."""
+    (src / "qrels").mkdir(parents=True)
+    lines = [json.dumps({"_id": f"d{n}", "title": f"t{n}", "text": f"text {n}"})
+             for n in (1, 2, 3)]
+    (src / "corpus.jsonl").write_text("\n".join([*lines, *(docs or [])]) + "\n")
+    (src / "queries.jsonl").write_text('{"_id": "q1", "text": "alpha"}\n'
+                                       '{"_id": "q2", "text": "gamma"}\n')
+    (src / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + (
+        qrels or "q1\td1\t1\nq2\td2\t2\nq2\td3\t0\n"))
+    return src
+
+
+@pytest.mark.parametrize("record, said", [
+    ('{"_id": "d1", "_id": "d9", "title": "t", "text": "alpha"}',
+     "line 4: the key '_id' appears twice with different values"),
+    ('{"_id": 7.0, "title": "t", "text": "alpha"}', "line 4: its _id is the number 7.0, not a "
+                                                     "string"),
+    ('{"_id": "d7", "title": ["a", "b"], "text": "alpha"}', "line 4: its title is a list"),
+])
+def test_a_record_beirs_loader_reads_otherwise_is_refused_naming_the_line(record, said,
+                                                                          tmp_path):
+    """Findings 1 and 7: polars kept the first of two _id values (BEIR's loader the last) and
+    wrote 7.0 as "7" or a list as its JSON text: a judgment of d9 was dropped as unknown."""
+    src = _small(tmp_path / "src", [record], "q1\td1\t1\nq1\td9\t1\nq2\td2\t2\n")
+    with pytest.raises(InputError, match=rf"corpus.jsonl: {said}") as error:
+        import_beir(src, tmp_path / "out")
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "out").exists()
+
+
+def test_quotes_in_qrels_are_part_of_the_ids(tmp_path):
+    """Finding 2: a corpus-id starting with a quote opened a quoted field that swallowed the
+    next lines ("1 judgments of 2 read" of 5), one with a quote inside was "CSV malformed".
+    Every line is one judgment, its quotes literal."""
+    quoted = [json.dumps({"_id": i, "title": "x", "text": "y"}) for i in ('"x', 'y"', 'd"9')]
+    src = _small(tmp_path / "src", quoted, 'q1\t"x\t1\nq1\td2\t1\nq2\td3\t0\nq2\ty"\t1\n'
+                                           'q2\td2\t2\nq1\td"9\t2\n')
+    info = import_beir(src, tmp_path / "corpora" / "q")
+    assert info["collection"]["counts"]["qrels_read"] == 6
+    _, _, qrels = load_pool(tmp_path / "corpora" / "q", info["collection"]["pools"][0])
+    assert sorted(qrels.select("query", "doc").iter_rows()) == [
+        ("q1", '"x'), ("q1", 'd"9'), ("q1", "d2"), ("q2", "d2"), ("q2", "d3"), ("q2", 'y"')]
+
+
+@pytest.mark.parametrize("file", ["corpus.jsonl", "queries.jsonl", "qrels/test.tsv"])
+@pytest.mark.parametrize("kind", ["folder", "fifo", "device"])
+def test_a_file_that_is_no_regular_file_is_refused_in_one_line(file, kind, tmp_path):
+    """Findings 3 and 4: a FIFO hung the import, a link to /dev/zero read as empty (then
+    "no query has judgments"), a folder was an IsADirectoryError traceback."""
+    from tests.core.test_textfiles import refusal
+
+    src = _small(tmp_path / "src")
+    path = src / file
+    path.unlink()
+    if kind == "folder":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    error = refusal(lambda src: import_beir(src, tmp_path / "out"), src)
+    assert isinstance(error, InputError), repr(error)
+    what = "is a folder" if kind == "folder" else "is not a regular file"
+    assert str(error).startswith(f"{path} {what}") and ": give " in str(error)
+    assert "\n" not in str(error)
+    assert not (tmp_path / "out").exists()

@@ -308,3 +308,19 @@ def test_bad_input_is_one_line_and_writes_nothing(data, tmp_path):
         assert __import__("re").search(message, lines[-1]), lines
     assert (_files(data), _files(tmp_path)) == before
     assert (held / "notes.txt").read_text() == "mine"
+
+
+def test_ids_holding_quotes_go_out_and_back_the_same(tmp_path):
+    """Finding 2: export-beir writes ids as they are, quotes included; import-beir read a
+    leading quote as a CSV quoted field, so the export did not import back."""
+    from tests.external.test_beir import _small
+
+    quoted = [json.dumps({"_id": i, "title": "x", "text": "y"}) for i in ('"x', 'y"', 'd"9')]
+    src = _small(tmp_path / "src", quoted, 'q1\t"x\t1\nq1\td2\t1\nq2\td3\t0\nq2\ty"\t1\n'
+                                           'q1\td"9\t2\n')
+    name = import_beir(src, tmp_path / "corpora" / "c")["collection"]["pools"][0]
+    pipeline.export_beir(tmp_path, "c", name, tmp_path / "out")
+    import_beir(tmp_path / "out", tmp_path / "corpora" / "again")
+    before, after = (load_pool(tmp_path / "corpora" / c, name) for c in ("c", "again"))
+    assert after[2].height == 5 and after[2].equals(before[2])
+    assert after[1].equals(before[1])
