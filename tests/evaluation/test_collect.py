@@ -17,7 +17,7 @@ import pytest
 from pipeline.core.errors import InputError
 from pipeline.core.files import read_json
 from pipeline.evaluation import evaluate
-from pipeline.evaluation.evaluate import collect_results, eval_run
+from pipeline.evaluation.evaluate import NOT_SCORED, collect_results, eval_run
 from pipeline.layout import RESULTS_COLLECTED as COLLECTED
 from pipeline.layout import RESULTS_FILE, RESULTS_MANIFEST, Place, pool_names, run_paths
 from pipeline.models import get_model
@@ -185,9 +185,11 @@ def test_after_each_kind_of_change_the_table_is_the_full_collects(
     same_as_full(data, tmp_path)
     asked = checked(monkeypatch)
     collect(data)  # and the next collect, nothing changed, keeps it all
-    left_out = {item["run"].split("/", 1)[1]
-                for item in read_json(data / "runs" / RESULTS_MANIFEST)["left_out"]}
-    assert sorted(asked) == sorted(left_out)  # a stale evaluation is checked every time
+    left_out = read_json(data / "runs" / RESULTS_MANIFEST)["left_out"]
+    stale = {item["run"].split("/", 1)[1] for item in left_out if item["why"] != NOT_SCORED}
+    assert sorted(asked) == sorted(stale)  # a stale evaluation is checked every time
+    unscored = {item["run"].split("/", 1)[1] for item in left_out if item["why"] == NOT_SCORED}
+    assert unscored == ({f"{pools(data)[1]}/random"} if change is remove else set())
 
 
 def test_a_damaged_evaluation_with_its_size_and_mtime_restored_is_refused(data, tmp_path):
