@@ -85,7 +85,7 @@ def unique_records(frame: pl.DataFrame, what: str, where: str) -> tuple[pl.DataF
     if frame["_id"].null_count():
         raise InputError(f"{where}: {frame['_id'].null_count()} records have no _id; fix or "
                          "remove them")
-    check_ids(frame["_id"], what)
+    check_ids(frame["_id"], what, where)
     fields = [c for c in frame.columns if c != "record"]
     unique = frame.unique(fields, keep="first", maintain_order=True)
     clash = unique.filter(pl.len().over("_id") > 1)

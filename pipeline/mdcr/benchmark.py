@@ -47,8 +47,11 @@ def write_benchmark(corpus_dir: Path, papers: pl.DataFrame, table: pl.DataFrame,
     or with `replace` in place of a benchmark with other contents, whose `derived` indexes and
     runs are removed (`corpus.install.install_corpus`; a kill leaves the old corpus or the new
     one). Every listed id must have a paper."""
+    from pipeline.retrieval.bm25.analysis import check_ids
+
     claim_corpus(corpus_dir, f"make {stage}")
     listed = pl.concat([table["query"], table["doc"]]).unique()
+    check_ids(listed.sort(), "paper", str(parameters.get("source", f"make {stage}")))
     missing = listed.filter(~listed.is_in(papers["corpusid"].implode()))
     if len(missing):
         raise InputError(f"{len(missing)} ids of the benchmark have no title/abstract record "

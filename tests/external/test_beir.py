@@ -189,7 +189,8 @@ def test_bad_collections_are_refused(collection, tmp_path):
     bad.mkdir()
     (bad / "corpus.jsonl").write_text('{"_id": "a b", "title": "t", "text": "x"}\n')
     (bad / "queries.jsonl").write_text('{"_id": "q", "text": "x"}\n')
-    with pytest.raises(InputError, match="hold whitespace"):
+    with pytest.raises(InputError, match=rf"^{bad / 'corpus.jsonl'}: 1 document ids are empty "
+                                         "or hold whitespace"):  # the file named first
         import_beir(bad, tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

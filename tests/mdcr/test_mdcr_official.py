@@ -202,6 +202,13 @@ def test_bad_official_files_are_refused(tmp_path, mdcr_source):
     with pytest.raises(InputError, match="ids of the benchmark have no title/abstract"):
         import_benchmark(tmp_path, target)
     assert not target.exists()
+    spaced = json.loads(benchmark.read_text())
+    spaced["Art"]["q1"]["bm25"] = ["c 1"]  # a TREC run could not hold it: refused here, not
+    benchmark.write_text(json.dumps(spaced))  # by the first make eval after indexing
+    with pytest.raises(InputError, match=rf"^{tmp_path}: 1 paper ids are empty or hold "
+                                         r"whitespace \(first: 'c 1'\)"):
+        import_benchmark(tmp_path, target)
+    assert not target.exists()
 
 
 def test_repeats_bad_bytes_and_byte_order_marks_in_the_official_files(round_trip, tmp_path):

@@ -42,14 +42,16 @@ def paper_text(df: pl.DataFrame) -> pl.Series:
     ).to_series()
 
 
-def check_ids(ids: pl.Series, what: str) -> None:
+def check_ids(ids: pl.Series, what: str, where: str = "") -> None:
     """Ids are written into TREC files (space separated) and Anserini topics (tab separated):
-    string ids with whitespace, or empty ones, cannot be told apart there."""
+    string ids with whitespace, or empty ones, cannot be told apart there. `where`: the file
+    or collection they come from, named first."""
     if ids.dtype == pl.String:
         bad = ids.filter(ids.str.contains(r"\s") | (ids.str.len_chars() == 0) | ids.is_null())
         if bad.len():
-            raise InputError(f"{bad.len()} {what} ids are empty or hold whitespace (first: "
-                             f"{bad[0]!r}): TREC runs cannot hold them; rename those ids")
+            raise InputError(f"{f'{where}: ' if where else ''}{bad.len()} {what} ids are empty "
+                             f"or hold whitespace (first: {bad[0]!r}): TREC runs cannot hold "
+                             "them; rename those ids")
 
 
 SEPARATOR = "qqqmdcrseparatorqqq"  # a token that analysis leaves alone, between batched texts
