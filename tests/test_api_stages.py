@@ -31,10 +31,15 @@ def _timeless(value: object) -> object:
     return [_timeless(item) for item in value] if isinstance(value, list) else value
 
 
-def files(folder: Path) -> dict[str, object]:
-    """Every file under `folder` -> its bytes (a JSON file's fields but its times); not the
-    hidden ones (checksum caches, locks), nor the stage-times log (seconds)."""
-    return {p.relative_to(folder).as_posix(): _timeless(json.loads(p.read_text()))
+def files(folder: Path, data: Path | None = None) -> dict[str, object]:
+    """Every file under `folder` -> its bytes (a JSON file's fields but its times, and the
+    data folder `data` a repair command names, as "<data>"); not the hidden ones (checksum
+    caches, locks), nor the stage-times log (seconds)."""
+    def fields(path: Path) -> object:
+        text = path.read_text()
+        return _timeless(json.loads(text.replace(str(data), "<data>") if data else text))
+
+    return {p.relative_to(folder).as_posix(): fields(p)
             if p.suffix == ".json" else p.read_bytes()
             for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "stage-times.jsonl"
             and not any(part.startswith(".") for part in p.relative_to(folder).parts)}
@@ -69,7 +74,7 @@ def test_eval_collect_and_report_from_python_are_their_commands(doors, capsys):
                    for pool in pools)
     frame = pipeline.evaluate(api, "small", None, "bm25", collect=True)
     command(cli, "eval", "--corpus", "small", "--model", "bm25", "--stale-only", "--collect")
-    assert files(api / "runs") == files(cli / "runs")
+    assert files(api / "runs", api) == files(cli / "runs", cli)
     assert frame.equals(unsaved) and frame.columns[:4] == ["model", "pool", "query", "negatives"]
     assert sorted(frame["pool"].unique()) == pools
     for pool in pools:  # the frame is what was saved
@@ -83,7 +88,7 @@ def test_eval_collect_and_report_from_python_are_their_commands(doors, capsys):
     results = pipeline.collect(pipeline.Data(api))
     command(cli, "collect")
     assert results.equals(pl.read_parquet(cli / "runs" / "results.parquet"))
-    assert files(api / "runs") == files(cli / "runs")
+    assert files(api / "runs", api) == files(cli / "runs", cli)
     assert capsys.readouterr().err.count("[collect] ") == 2
 
     built = pipeline.build_report(api, "small")
