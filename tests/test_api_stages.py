@@ -89,7 +89,10 @@ def test_eval_collect_and_report_from_python_are_their_commands(doors, capsys):
     command(cli, "collect")
     assert results.equals(pl.read_parquet(cli / "runs" / "results.parquet"))
     assert files(api / "runs", api) == files(cli / "runs", cli)
-    assert capsys.readouterr().err.count("[collect] ") == 2
+    said = [line for line in capsys.readouterr().err.splitlines() if "[collect] " in line]
+    assert sum(" rows in " in line for line in said) == 2  # one summary each, as the command
+    assert said[: len(said) // 2] == [line.replace(str(cli), str(api))  # the same words
+                                      for line in said[len(said) // 2:]]
 
     built = pipeline.build_report(api, "small")
     built.save()
