@@ -44,17 +44,16 @@ from pipeline.core.files import read_json
 from pipeline.core.inputs import KINDS, Roots, changed
 from pipeline.core.logs import counted
 from pipeline.core.repair import Placeholder, Repair, Where
+from pipeline.core.textfiles import SpecialFile, open_regular
 from pipeline.corpus.manifest import VOUCHED_BY, corpus_repair, download_repair, raw_repair
 from pipeline.encoding.store import store_repair
 from pipeline.evaluation.evaluate import RESULTS_REPAIR, not_current
 from pipeline.judging.files import (
     MOVE_LOG,
-    SpecialFile,
     described_assessor,
     head_problem,
     line_repair,
     log_lines,
-    open_regular,
     parse_record,
 )
 from pipeline.judging.judgments import LOG_VERSION

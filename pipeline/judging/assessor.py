@@ -30,15 +30,13 @@ from typing import Any, ClassVar
 from pipeline.core.errors import InputError, OptionError
 from pipeline.core.http import Refusal
 from pipeline.core.secrets import shown_url
-from pipeline.core.textfiles import LineTooLong, bounded_lines
+from pipeline.core.textfiles import LineTooLong, SpecialFile, bounded_lines, open_regular
 from pipeline.judging.chat import JUDGE_URL, ChatClient, chat_url
 from pipeline.judging.files import (
     BOM,
     GRADES,
     MAX_LINE,
     UTF16_BOMS,
-    SpecialFile,
-    open_regular,
 )
 from pipeline.models import api_key
 

@@ -24,8 +24,6 @@ from typing import Any
 import polars as pl
 
 from pipeline.core.repair import Repair
-from pipeline.core.textfiles import SpecialFile as SpecialFile  # re-exported: the judging
-from pipeline.core.textfiles import open_regular as open_regular  # doors' and verify's opener
 
 GRADES = (0, 1, 2, 3)
 MAX_LINE = 64 * 1024  # bytes per line of a labels file (the page writes ids, a name, a time)
