@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import polars as pl
@@ -259,24 +260,34 @@ def test_a_collections_text_queries_search_by_their_imported_vectors(  # noqa: F
         "ndcg@10"][0]
 
 
-def test_damaged_query_vectors_are_refused_and_their_import_repairs_them(  # noqa: F811
-        collection, tmp_path):  # noqa: F811
-    """The query vectors are checked as the parts are: damaged, the search refuses them with
-    the import, and that import (the same file) writes them again."""
+def collection_vectors(source: Path, tmp_path: Path, more_queries: tuple[str, ...],
+                       seed: int) -> tuple[pipeline.Data, str, list]:
+    """The BEIR collection `source` imported as corpus sf, and tmp_path/v.parquet: a random
+    vector for each of its pool's papers and queries (rows marked `query`) and for
+    `more_queries`."""
     from pipeline.external.beir import import_beir
-    from pipeline.layout import imported_queries_path
     from pipeline.pools.build import load_pool
 
     data = pipeline.Data(tmp_path)
-    import_beir(collection, data.corpus("sf"))
+    import_beir(source, data.corpus("sf"))
     [pool] = data.pools("sf")
     docs = pool_ids(data.corpus("sf"), pool)
-    queries = load_pool(data.corpus("sf"), pool)[0]["corpusid"]
-    rng = np.random.default_rng(3)
+    queries = [*load_pool(data.corpus("sf"), pool)[0]["corpusid"], *more_queries]
+    rng = np.random.default_rng(seed)
     pl.DataFrame({"corpusid": [*docs, *queries],
                   "vector": rng.normal(size=(len(docs) + len(queries), 4)).tolist(),
                   "query": [False] * len(docs) + [True] * len(queries)}
                  ).write_parquet(tmp_path / "v.parquet")
+    return data, pool, queries
+
+
+def test_damaged_query_vectors_are_refused_and_their_import_repairs_them(  # noqa: F811
+        collection, tmp_path):  # noqa: F811
+    """The query vectors are checked as the parts are: damaged, the search refuses them with
+    the import, and that import (the same file) writes them again."""
+    from pipeline.layout import imported_queries_path
+
+    data, pool, _ = collection_vectors(collection, tmp_path, (), seed=3)
     name = pipeline.import_vectors(data, "sf", "v", tmp_path / "v.parquet")
     stored = imported_queries_path(store_dir(data.indexes, "sf", name))
     good = stored.read_bytes()
@@ -303,20 +314,10 @@ def test_query_rows_of_no_pool_are_kept_counted_and_named(  # noqa: F811
     store's manifest and a warning, as the papers' unknown ids are: never silently among the
     query vectors."""
     from pipeline.core.files import read_json
-    from pipeline.external.beir import import_beir
     from pipeline.layout import MANIFEST, imported_queries_path
-    from pipeline.pools.build import load_pool
 
-    data = pipeline.Data(tmp_path)
-    import_beir(collection, data.corpus("sf"))
-    [pool] = data.pools("sf")
-    docs = pool_ids(data.corpus("sf"), pool)
-    queries = [*load_pool(data.corpus("sf"), pool)[0]["corpusid"], "elsewhere-1", "elsewhere-2"]
-    rng = np.random.default_rng(5)
-    pl.DataFrame({"corpusid": [*docs, *queries],
-                  "vector": rng.normal(size=(len(docs) + len(queries), 4)).tolist(),
-                  "query": [False] * len(docs) + [True] * len(queries)}
-                 ).write_parquet(tmp_path / "v.parquet")
+    data, _, queries = collection_vectors(collection, tmp_path, ("elsewhere-1", "elsewhere-2"),
+                                          seed=5)
     name = pipeline.import_vectors(data, "sf", "v", tmp_path / "v.parquet")
     store = store_dir(data.indexes, "sf", name)
     counts = read_json(store / MANIFEST)["config"]["imported"]["counts"]
